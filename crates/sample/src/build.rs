@@ -1,0 +1,654 @@
+//! Compiles and links a generated sample app with g++ or clang++.
+//!
+//! Objects are compiled in parallel and kept between builds: each object has
+//! a key file holding a hash of the compiler, its flags and its sources, and
+//! is only recompiled when the key changes. Links are skipped the same way,
+//! so relinking with new link flags costs only the link.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::num::NonZero;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::design::init_function;
+use crate::manifest::{BuildRecord, GroundTruth, MANIFEST_FILE, Module};
+use crate::write_if_changed;
+
+/// The C++ compiler driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compiler {
+    /// `g++`, Debian package `g++`.
+    #[default]
+    Gcc,
+    /// `clang++`, Debian package `clang`.
+    Clang,
+}
+
+impl Compiler {
+    /// The command that is run.
+    pub fn driver(self) -> &'static str {
+        match self {
+            Compiler::Gcc => "g++",
+            Compiler::Clang => "clang++",
+        }
+    }
+
+    fn package(self) -> &'static str {
+        match self {
+            Compiler::Gcc => "g++",
+            Compiler::Clang => "clang",
+        }
+    }
+
+    /// Whether the driver is on `PATH` and runs.
+    pub fn is_installed(self) -> bool {
+        Command::new(self.driver())
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+
+    /// First line of `--version`, or an error saying what to install.
+    fn version(self) -> Result<String> {
+        let output = match Command::new(self.driver()).arg("--version").output() {
+            Ok(output) => output,
+            Err(error) if error.kind() == ErrorKind::NotFound => bail!(
+                "the C++ compiler `{}` is not installed (not found on PATH); install it with \
+                 `apt-get install {}`",
+                self.driver(),
+                self.package()
+            ),
+            Err(error) => {
+                return Err(error)
+                    .with_context(|| format!("running `{} --version`", self.driver()));
+            }
+        };
+        if !output.status.success() {
+            bail!(
+                "`{} --version` failed ({}): {}",
+                self.driver(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        Ok(text.lines().next().unwrap_or_default().trim().to_string())
+    }
+}
+
+/// How to build the sample app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildOptions {
+    pub compiler: Compiler,
+    /// Optimisation level without the `-O`: `0`, `1`, `2`, `3`, `s`, `z`, `g` or `fast`.
+    pub opt_level: String,
+    /// `-g` instead of `-g0`. Symbols are kept either way: nothing is stripped.
+    pub debug_info: bool,
+    /// Link both binaries with `-Wl,-z,pack-relative-relocs` (RELR).
+    pub pack_relative_relocs: bool,
+    /// Added after the generator's own compile flags, for every unit.
+    pub extra_cflags: Vec<String>,
+    /// Added at the end of both link commands, e.g.
+    /// `-Wl,--symbol-ordering-file=order.txt` or `-fuse-ld=gold`.
+    pub extra_ldflags: Vec<String>,
+    /// Compilers run at once; 0 counts as 1.
+    pub jobs: usize,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            compiler: Compiler::Gcc,
+            opt_level: "2".to_string(),
+            debug_info: false,
+            pack_relative_relocs: false,
+            extra_cflags: Vec::new(),
+            extra_ldflags: Vec::new(),
+            jobs: thread::available_parallelism().map_or(1, NonZero::get),
+        }
+    }
+}
+
+const OPT_LEVELS: [&str; 8] = ["0", "1", "2", "3", "s", "z", "g", "fast"];
+
+/// Progress of a build, for a progress bar.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BuildEvent {
+    /// Sent first: `to_compile` of the `objects` are out of date.
+    Planned { objects: usize, to_compile: usize },
+    /// One object was compiled; `done` counts up to `to_compile`.
+    Compiled {
+        source: String,
+        done: usize,
+        to_compile: usize,
+    },
+    /// A binary is being linked (only sent when it is out of date).
+    Linking { output: PathBuf },
+}
+
+/// A built sample app.
+#[derive(Debug, Clone)]
+pub struct BuiltApp {
+    pub executable: PathBuf,
+    pub library: PathBuf,
+    pub build_dir: PathBuf,
+    /// The manifest, with [`GroundTruth::build`] filled in; also written to
+    /// `manifest.json` in the build directory.
+    pub ground_truth: GroundTruth,
+}
+
+impl BuiltApp {
+    /// A command that runs the executable from the build directory; add
+    /// environment variables (say `LD_PRELOAD`) before running it.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(&self.executable);
+        command.current_dir(&self.build_dir);
+        command
+    }
+
+    /// Runs the executable once and checks that it exits 0 after printing `READY`.
+    pub fn run(&self) -> Result<Output> {
+        let output = self
+            .command()
+            .output()
+            .with_context(|| format!("running {}", self.executable.display()))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() || !stdout.lines().any(|line| line == "READY") {
+            bail!(
+                "{} did not exit 0 after printing READY ({}):\nstdout: {}\nstderr: {}",
+                self.executable.display(),
+                output.status,
+                stdout.trim(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(output)
+    }
+}
+
+/// Builds the app generated in `source_dir` into `build_dir`, reusing
+/// whatever an earlier build there left up to date.
+pub fn build(
+    source_dir: &Path,
+    build_dir: &Path,
+    options: &BuildOptions,
+    progress: &mut dyn FnMut(BuildEvent),
+) -> Result<BuiltApp> {
+    if !OPT_LEVELS.contains(&options.opt_level.as_str()) {
+        bail!(
+            "opt_level must be one of {} (without the -O), got `{}`",
+            OPT_LEVELS.join(", "),
+            options.opt_level
+        );
+    }
+    let mut truth = GroundTruth::read(&source_dir.join(MANIFEST_FILE))?;
+    let toolchain = Toolchain::find(options.compiler)?;
+    let source_dir = fs::canonicalize(source_dir)
+        .with_context(|| format!("resolving the source directory {}", source_dir.display()))?;
+    fs::create_dir_all(build_dir.join(OBJECT_DIR))
+        .with_context(|| format!("creating the build directory {}", build_dir.display()))?;
+    let build_dir = fs::canonicalize(build_dir)
+        .with_context(|| format!("resolving the build directory {}", build_dir.display()))?;
+
+    let header_path = source_dir.join(&truth.header);
+    let planner = ObjectPlanner {
+        toolchain: &toolchain,
+        flags: compile_flags(options, &source_dir),
+        header: fs::read(&header_path)
+            .with_context(|| format!("reading {}", header_path.display()))?,
+        source_dir: &source_dir,
+        object_dir: build_dir.join(OBJECT_DIR),
+    };
+    let mut objects = vec![
+        planner.plan(&truth.library.support_source, Module::Library)?,
+        planner.plan(&truth.executable.support_source, Module::Executable)?,
+    ];
+    for unit in &truth.translation_units {
+        objects.push(planner.plan(&unit.source, unit.module)?);
+    }
+    let to_compile: Vec<&ObjectJob> = objects.iter().filter(|job| job.stale).collect();
+    progress(BuildEvent::Planned {
+        objects: objects.len(),
+        to_compile: to_compile.len(),
+    });
+    compile_all(&to_compile, options.jobs.max(1), progress)?;
+
+    let link_flags = link_flags(options);
+    let library = build_dir.join(&truth.library.output);
+    let executable = build_dir.join(&truth.executable.output);
+    let objects_of = |module| {
+        objects
+            .iter()
+            .filter(move |job: &&ObjectJob| job.module == module)
+    };
+
+    let mut arguments = vec![
+        "-shared".to_string(),
+        format!("-Wl,-soname,{}", truth.library.output),
+    ];
+    arguments.extend(output_then_objects(&library, objects_of(Module::Library)));
+    arguments.extend(link_flags.iter().cloned());
+    let library_key = toolchain.link(
+        &library,
+        &arguments,
+        objects_of(Module::Library),
+        "",
+        progress,
+    )?;
+
+    let mut arguments = vec!["-pie".to_string()];
+    arguments.extend(output_then_objects(
+        &executable,
+        objects_of(Module::Executable),
+    ));
+    // The executable finds the library next to itself, wherever the build
+    // directory is, with no LD_LIBRARY_PATH.
+    arguments.extend([
+        library.display().to_string(),
+        "-Wl,-rpath,$ORIGIN".to_string(),
+    ]);
+    arguments.extend(link_flags.iter().cloned());
+    toolchain.link(
+        &executable,
+        &arguments,
+        objects_of(Module::Executable),
+        &library_key,
+        progress,
+    )?;
+
+    for init in &mut truth.static_initializers {
+        let source = &truth.translation_units[init.tu as usize].source;
+        let named_after_file =
+            options.compiler == Compiler::Clang || init.module == Module::Library;
+        init.init_function = Some(init_function(source, named_after_file));
+    }
+    truth.build = Some(BuildRecord {
+        compiler: options.compiler.driver().to_string(),
+        compiler_version: toolchain.version.clone(),
+        compile_flags: planner.flags,
+        link_flags,
+        library: library.clone(),
+        executable: executable.clone(),
+    });
+    write_if_changed(&build_dir.join(MANIFEST_FILE), &truth.to_json()?)?;
+    Ok(BuiltApp {
+        executable,
+        library,
+        build_dir,
+        ground_truth: truth,
+    })
+}
+
+const OBJECT_DIR: &str = "obj";
+const KEY_SUFFIX: &str = ".key";
+
+/// Flags every unit is compiled with; `-fPIC` or `-fPIE` come on top.
+fn compile_flags(options: &BuildOptions, source_dir: &Path) -> Vec<String> {
+    let mut flags = vec![
+        "-std=c++17".to_string(),
+        format!("-O{}", options.opt_level),
+        "-ffunction-sections".to_string(),
+        "-fdata-sections".to_string(),
+        if options.debug_info { "-g" } else { "-g0" }.to_string(),
+        format!("-I{}", source_dir.display()),
+    ];
+    flags.extend(options.extra_cflags.iter().cloned());
+    flags
+}
+
+fn link_flags(options: &BuildOptions) -> Vec<String> {
+    let mut flags = Vec::new();
+    if options.pack_relative_relocs {
+        flags.push("-Wl,-z,pack-relative-relocs".to_string());
+    }
+    flags.extend(options.extra_ldflags.iter().cloned());
+    flags
+}
+
+fn output_then_objects<'a>(
+    output: &Path,
+    objects: impl Iterator<Item = &'a ObjectJob>,
+) -> Vec<String> {
+    let mut arguments = vec!["-o".to_string(), output.display().to_string()];
+    arguments.extend(objects.map(|job| job.object.display().to_string()));
+    arguments
+}
+
+/// The compiler driver, identified well enough that a compiler upgrade
+/// invalidates every object built by the old one.
+struct Toolchain {
+    compiler: Compiler,
+    version: String,
+}
+
+impl Toolchain {
+    fn find(compiler: Compiler) -> Result<Toolchain> {
+        Ok(Toolchain {
+            compiler,
+            version: compiler.version()?,
+        })
+    }
+
+    fn hash(&self) -> Fnv64 {
+        let mut hash = Fnv64::new();
+        hash.write(self.compiler.driver().as_bytes());
+        hash.write(self.version.as_bytes());
+        hash
+    }
+
+    /// Links `output` unless its key says it is already up to date, and
+    /// returns the key. The key covers the command, the inputs' keys and
+    /// `depends_on` (the library's key, for the executable).
+    fn link<'a>(
+        &self,
+        output: &Path,
+        arguments: &[String],
+        inputs: impl Iterator<Item = &'a ObjectJob>,
+        depends_on: &str,
+        progress: &mut dyn FnMut(BuildEvent),
+    ) -> Result<String> {
+        let mut hash = self.hash();
+        for argument in arguments {
+            hash.write(argument.as_bytes());
+        }
+        for input in inputs {
+            hash.write(input.key.as_bytes());
+        }
+        hash.write(depends_on.as_bytes());
+        let key = hash.hex();
+        if output.exists() && read_key(output).as_deref() == Some(key.as_str()) {
+            return Ok(key);
+        }
+        progress(BuildEvent::Linking {
+            output: output.to_path_buf(),
+        });
+        remove_key(output)?;
+        let name = output.file_name().map_or_else(
+            || output.display().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        run_tool(self.compiler, arguments, &format!("linking {name}"))?;
+        write_key(output, &key)?;
+        Ok(key)
+    }
+}
+
+/// Decides, per source, the compile command and whether it must run.
+struct ObjectPlanner<'a> {
+    toolchain: &'a Toolchain,
+    /// Flags for every source; the module's `-fPIC` or `-fPIE` is added.
+    flags: Vec<String>,
+    /// Every source includes it, so it is part of every object's key.
+    header: Vec<u8>,
+    source_dir: &'a Path,
+    object_dir: PathBuf,
+}
+
+impl ObjectPlanner<'_> {
+    fn plan(&self, source_name: &str, module: Module) -> Result<ObjectJob> {
+        let source = self.source_dir.join(source_name);
+        let text = fs::read(&source).with_context(|| {
+            format!(
+                "reading {}; generate the sources again if it is missing",
+                source.display()
+            )
+        })?;
+        let stem = source_name.strip_suffix(".cpp").unwrap_or(source_name);
+        let object = self.object_dir.join(format!("{stem}.o"));
+        let mut arguments = self.flags.clone();
+        arguments.push(
+            match module {
+                Module::Library => "-fPIC",
+                Module::Executable => "-fPIE",
+            }
+            .to_string(),
+        );
+        let mut hash = self.toolchain.hash();
+        for argument in &arguments {
+            hash.write(argument.as_bytes());
+        }
+        hash.write(&self.header);
+        hash.write(&text);
+        let key = hash.hex();
+        arguments.extend([
+            "-c".to_string(),
+            source.display().to_string(),
+            "-o".to_string(),
+            object.display().to_string(),
+        ]);
+        let stale = !object.exists() || read_key(&object).as_deref() != Some(key.as_str());
+        Ok(ObjectJob {
+            source_name: source_name.to_string(),
+            module,
+            compiler: self.toolchain.compiler,
+            arguments,
+            object,
+            key,
+            stale,
+        })
+    }
+}
+
+/// One object: how to compile it and whether it must be.
+struct ObjectJob {
+    source_name: String,
+    module: Module,
+    compiler: Compiler,
+    arguments: Vec<String>,
+    object: PathBuf,
+    key: String,
+    stale: bool,
+}
+
+impl ObjectJob {
+    fn compile(&self) -> Result<()> {
+        // Dropping the key first means a failed or interrupted compile is
+        // retried next time rather than trusted.
+        remove_key(&self.object)?;
+        let module = match self.module {
+            Module::Library => "library",
+            Module::Executable => "executable",
+        };
+        run_tool(
+            self.compiler,
+            &self.arguments,
+            &format!("compiling {} ({module})", self.source_name),
+        )?;
+        write_key(&self.object, &self.key)
+    }
+}
+
+/// Runs the stale compiles on `jobs` threads. Results come back over a
+/// channel so that `progress` runs on the caller's thread only.
+fn compile_all(
+    objects: &[&ObjectJob],
+    jobs: usize,
+    progress: &mut dyn FnMut(BuildEvent),
+) -> Result<()> {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let (sender, receiver) = mpsc::channel::<(usize, Result<()>)>();
+    thread::scope(|scope| {
+        for _ in 0..jobs.min(objects.len()) {
+            let sender = sender.clone();
+            let (next, failed) = (&next, &failed);
+            scope.spawn(move || {
+                while !failed.load(Ordering::Relaxed) {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = objects.get(index) else { break };
+                    let result = job.compile();
+                    if result.is_err() {
+                        // The other workers finish what they run, then stop.
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    if sender.send((index, result)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+
+        let mut done = 0;
+        let mut first_error = None;
+        for (index, result) in receiver {
+            match result {
+                Ok(()) => {
+                    done += 1;
+                    progress(BuildEvent::Compiled {
+                        source: objects[index].source_name.clone(),
+                        done,
+                        to_compile: objects.len(),
+                    });
+                }
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    })
+}
+
+/// Runs the compiler driver; a failure carries the command and its stderr.
+fn run_tool(compiler: Compiler, arguments: &[String], what: &str) -> Result<()> {
+    let output = Command::new(compiler.driver())
+        .args(arguments)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|error| match error.kind() {
+            ErrorKind::NotFound => anyhow!(
+                "{what}: `{}` is not installed; install it with `apt-get install {}`",
+                compiler.driver(),
+                compiler.package()
+            ),
+            _ => anyhow!(error).context(format!("{what}: running `{}`", compiler.driver())),
+        })?;
+    if !output.status.success() {
+        bail!(
+            "{what} failed ({})\ncommand: {} {}\n{}",
+            output.status,
+            compiler.driver(),
+            arguments.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim_end()
+        );
+    }
+    Ok(())
+}
+
+fn key_path(artifact: &Path) -> PathBuf {
+    let mut path = artifact.as_os_str().to_owned();
+    path.push(KEY_SUFFIX);
+    PathBuf::from(path)
+}
+
+/// The stored key, or `None` if there is none to trust.
+fn read_key(artifact: &Path) -> Option<String> {
+    fs::read_to_string(key_path(artifact)).ok()
+}
+
+fn write_key(artifact: &Path, key: &str) -> Result<()> {
+    let path = key_path(artifact);
+    fs::write(&path, key).with_context(|| format!("writing {}", path.display()))
+}
+
+fn remove_key(artifact: &Path) -> Result<()> {
+    let path = key_path(artifact);
+    match fs::remove_file(&path) {
+        Err(error) if error.kind() != ErrorKind::NotFound => {
+            Err(error).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// 64-bit FNV-1a: stable across Rust versions, unlike `DefaultHasher`, so
+/// keys written by one toolchain are still valid after an upgrade. Each write
+/// ends with a separator byte so `["ab", "c"]` and `["a", "bc"]` differ.
+struct Fnv64(u64);
+
+impl Fnv64 {
+    fn new() -> Self {
+        Fnv64(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, field: &[u8]) {
+        self.write_bytes(field);
+        self.write_bytes(&[0xff]);
+    }
+
+    fn write_bytes(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn hex(&self) -> String {
+        format!("{:016x}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_matches_the_reference_vector() {
+        // FNV-1a 64 of "a" and "foobar", from Fowler, Noll and Vo's test suite.
+        let mut a = Fnv64::new();
+        a.write_bytes(b"a");
+        assert_eq!(a.0, 0xaf63_dc4c_8601_ec8c);
+        let mut foobar = Fnv64::new();
+        foobar.write_bytes(b"foobar");
+        assert_eq!(foobar.0, 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn separators_keep_argument_boundaries() {
+        let mut split_late = Fnv64::new();
+        split_late.write(b"ab");
+        split_late.write(b"c");
+        let mut split_early = Fnv64::new();
+        split_early.write(b"a");
+        split_early.write(b"bc");
+        assert_ne!(split_late.hex(), split_early.hex());
+    }
+
+    #[test]
+    fn a_directory_without_a_manifest_says_so() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let error = build(
+            dir.path(),
+            &dir.path().join("build"),
+            &BuildOptions::default(),
+            &mut |_| {},
+        )
+        .expect_err("nothing generated");
+        assert!(format!("{error:#}").contains("manifest.json"), "{error:#}");
+    }
+
+    #[test]
+    fn refuses_an_unknown_opt_level() {
+        let options = BuildOptions {
+            opt_level: "-O2".to_string(),
+            ..BuildOptions::default()
+        };
+        let error = build(
+            Path::new("/nonexistent"),
+            Path::new("/nonexistent"),
+            &options,
+            &mut |_| {},
+        )
+        .expect_err("bad level");
+        assert!(format!("{error:#}").contains("opt_level must be one of"));
+    }
+}
