@@ -1,0 +1,28 @@
+//! The `coldstart` command: parse the command line, run one command, turn
+//! its errors into one line on stderr and an exit code. All the work lives
+//! in the library crates (one per room); this binary only wires them up.
+
+mod args;
+mod commands;
+mod output;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    let result = match cli.command {
+        args::Command::Inspect(a) => commands::inspect::run(&a),
+        args::Command::Demo(a) => commands::demo::run(&a),
+        args::Command::Completions { shell } => commands::completions(shell),
+        args::Command::Manpage => commands::manpage(),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) if output::is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("coldstart: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

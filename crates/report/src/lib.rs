@@ -1,0 +1,8 @@
+//! coldstart's report room: renders the result types of the other rooms as
+//! human tables or Markdown. JSON is serde over the same types, written by
+//! the CLI, so every format shows the same numbers.
+
+pub mod inspect;
+pub mod table;
+
+pub use table::Style;
