@@ -292,7 +292,7 @@ pub fn assert_matches_readelf(path: &Path) -> Inspection {
         .sum::<u64>();
     assert_eq!(
         ins.init_array.count,
-        init_bytes / 8,
+        init_bytes / u64::from(ins.header.bits / 8),
         "{what}: init_array.count"
     );
 
