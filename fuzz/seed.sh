@@ -22,6 +22,49 @@ g++ -O1 -fPIC -shared "$work/a.cc" -o "$corpus/shared.so"
 g++ -O1 -Wl,-z,pack-relative-relocs "$work/a.cc" -o "$corpus/pie-relr"
 g++ -O1 -no-pie "$work/a.cc" -o "$corpus/no-pie"
 strip -o "$corpus/pie-stripped" "$corpus/pie"
+# PE: a DLL and an EXE with base relocations, exports and imports tables
+# (mingw binutils); Mach-O: an object with __mod_init_func (llvm-mc).
+cat > "$work/pe.s" <<'ASM'
+    .text
+    .globl start
+start:
+    movq table(%rip), %rax
+    ret
+    .globl exported
+exported:
+    ret
+    .data
+    .globl table
+table:
+    .quad start
+    .quad exported
+    .quad table
+ASM
+if command -v x86_64-w64-mingw32-as >/dev/null; then
+    x86_64-w64-mingw32-as "$work/pe.s" -o "$work/pe.o"
+    x86_64-w64-mingw32-ld -shared --dynamicbase --image-base=0x180000000 -e start \
+        "$work/pe.o" -o "$corpus/seed.dll"
+    x86_64-w64-mingw32-ld --dynamicbase -e start "$work/pe.o" -o "$corpus/seed.exe"
+else
+    echo "no PE seeds: apt-get install binutils-mingw-w64-x86-64" >&2
+fi
+cat > "$work/macho.s" <<'ASM'
+    .text
+    .globl _main
+_main:
+    movq _table(%rip), %rax
+    ret
+    .data
+_table:
+    .quad _main
+    .section __DATA,__mod_init_func,mod_init_funcs
+    .quad _main
+ASM
+if command -v llvm-mc >/dev/null; then
+    llvm-mc -triple x86_64-apple-macos11 -filetype=obj "$work/macho.s" -o "$corpus/seed-macho.o"
+else
+    echo "no Mach-O seed: apt-get install llvm" >&2
+fi
 # The test fixture, with and without section headers.
 (cd "$here/.." && cargo run -q -p coldstart-binary --example write_fixtures -- "$corpus")
 ls -la "$corpus"

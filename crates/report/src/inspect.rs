@@ -137,7 +137,7 @@ fn segments(out: &mut String, ins: &Inspection, style: Style) {
     for s in &ins.segments {
         t.row(vec![
             s.index.to_string(),
-            s.name.clone().unwrap_or_else(|| s.kind.clone()),
+            segment_label(ins, s.index),
             hex(s.offset),
             human_bytes(s.file_size),
             hex(s.address),
@@ -148,6 +148,17 @@ fn segments(out: &mut String, ins: &Inspection, style: Style) {
         ]);
     }
     out.push_str(&t.render(style, "  "));
+}
+
+/// "LOAD #3" for ELF, the segment name for Mach-O ("__TEXT"), else kind and index.
+fn segment_label(ins: &Inspection, index: usize) -> String {
+    match ins.segments.get(index) {
+        Some(s) => match s.name.as_deref() {
+            Some(name) if !name.is_empty() => name.to_string(),
+            _ => format!("{} #{index}", s.kind),
+        },
+        None => format!("#{index}"),
+    }
 }
 
 fn sections(out: &mut String, ins: &Inspection, view: &InspectView) {
@@ -199,7 +210,7 @@ fn sections(out: &mut String, ins: &Inspection, view: &InspectView) {
                     hex(s.address),
                     percent(s.share_of_file),
                     thousands(s.pages),
-                    s.segment.map(|i| format!("LOAD #{i}")).unwrap_or_default(),
+                    s.segment.map(|i| segment_label(ins, i)).unwrap_or_default(),
                 ]);
             }
             Row::Region(r) => {
