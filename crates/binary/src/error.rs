@@ -1,7 +1,8 @@
 //! Errors of the binary room. Every error names the file it is about, so the
 //! CLI can print one line that tells the user which input is wrong and why.
 
-use std::path::PathBuf;
+use crate::model::Format;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -34,6 +35,18 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// `path` is a file of `format` whose contents are wrong in the way
+    /// `detail` says.
+    pub(crate) fn malformed(path: &Path, format: Format, detail: impl Into<String>) -> Error {
+        Error::Malformed {
+            path: path.to_path_buf(),
+            format: format.name(),
+            detail: detail.into(),
+        }
+    }
+}
 
 fn describe_io(err: &std::io::Error) -> String {
     match err.kind() {

@@ -9,6 +9,13 @@ use object::elf as e;
 use object::read::elf::{Dyn, FileHeader, ProgramHeader, SectionHeader};
 use object::{Endianness, ReadRef};
 
+/// The NUL-terminated name at `offset` of a string table; None when the
+/// offset is outside it.
+fn name_at(strtab: &[u8], offset: u64) -> Option<&[u8]> {
+    let rest = strtab.get(usize::try_from(offset).ok()?..)?;
+    Some(rest.split(|&b| b == 0).next().unwrap_or(rest))
+}
+
 /// The dynamic section, with the raw tag values other analyses need.
 pub(crate) struct DynamicInfo {
     pub model: model::Dynamic,
@@ -125,16 +132,13 @@ pub(crate) fn read<H: FileHeader<Endian = Endianness>>(
         None => &[],
     };
     let string = |value: u64| -> Result<String> {
-        let start = usize::try_from(value).ok().filter(|&s| s < strtab.len());
-        let Some(start) = start else {
-            return Err(malformed(
+        match name_at(strtab, value).filter(|_| value < strtab.len() as u64) {
+            Some(name) => Ok(String::from_utf8_lossy(name).into_owned()),
+            None => Err(malformed(
                 elf.path,
                 format!("dynamic string offset 0x{value:x} is outside DT_STRTAB"),
-            ));
-        };
-        let rest = &strtab[start..];
-        let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
-        Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
+            )),
+        }
     };
     let split_paths = |value: u64| -> Result<Vec<String>> {
         Ok(string(value)?.split(':').map(str::to_string).collect())
@@ -259,10 +263,7 @@ fn needs_version<H: FileHeader<Endian = Endianness>>(
             let aux: &e::Vernaux<Endianness> = bytes
                 .read_at(aux_offset)
                 .map_err(|_| bad("auxiliary entry runs past the end of its segment"))?;
-            let start = aux.vna_name.get(endian) as usize;
-            let version = strtab.get(start..).unwrap_or_default();
-            let version = version.split(|&b| b == 0).next().unwrap_or_default();
-            if version == name {
+            if name_at(strtab, aux.vna_name.get(endian).into()) == Some(name) {
                 return Ok(true);
             }
             match aux.vna_next.get(endian) {
@@ -305,9 +306,7 @@ fn defines_version<H: FileHeader<Endian = Endianness>>(
         let aux: &e::Verdaux<Endianness> = bytes
             .read_at(offset + u64::from(def.vd_aux.get(endian)))
             .map_err(|_| bad("auxiliary entry runs past the end of its segment"))?;
-        let start = aux.vda_name.get(endian) as usize;
-        let version = strtab.get(start..).unwrap_or_default();
-        if version.split(|&b| b == 0).next() == Some(name) {
+        if name_at(strtab, aux.vda_name.get(endian).into()) == Some(name) {
             return Ok(true);
         }
         match def.vd_next.get(endian) {

@@ -41,11 +41,7 @@ pub(crate) fn inspect(path: &Path, data: &[u8], options: &InspectOptions) -> Res
 }
 
 pub(crate) fn malformed(path: &Path, detail: impl Into<String>) -> Error {
-    Error::Malformed {
-        path: path.to_path_buf(),
-        format: "ELF",
-        detail: detail.into(),
-    }
+    Error::malformed(path, Format::Elf, detail)
 }
 
 /// Everything the ELF sub-analyses share: the parsed headers and helpers to

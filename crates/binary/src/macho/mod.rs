@@ -35,11 +35,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn malformed(&self, detail: impl Into<String>) -> Error {
-        Error::Malformed {
-            path: self.path.to_path_buf(),
-            format: "Mach-O",
-            detail: detail.into(),
-        }
+        Error::malformed(self.path, Format::Macho, detail)
     }
 
     /// object says "Unsupported ..." for valid encodings it cannot decode

@@ -81,11 +81,7 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn malformed(&self, detail: impl Into<String>) -> Error {
-        Error::Malformed {
-            path: self.path.to_path_buf(),
-            format: "PE",
-            detail: detail.into(),
-        }
+        Error::malformed(self.path, Format::Pe, detail)
     }
 }
 
