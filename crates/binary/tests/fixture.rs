@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn inspect(bytes: &[u8]) -> Inspection {
-    inspect_bytes(Path::new("fixture.so"), bytes, &InspectOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"))
+    common::inspect_named("fixture.so", bytes)
 }
 
 fn by_type(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use coldstart_binary::{Error, Format, InspectOptions, Inspection, Kind, inspect_bytes};
+use coldstart_binary::{Error, Format, InspectOptions, Kind, inspect_bytes};
 use object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
 use object::{
     Architecture, BinaryFormat, Endianness, RelocationEncoding, RelocationFlags, RelocationKind,
@@ -479,16 +479,6 @@ fn chained_image() -> Vec<u8> {
     image.finish(CPU_TYPE_ARM64)
 }
 
-fn inspect(name: &str, bytes: &[u8]) -> Inspection {
-    inspect_bytes(Path::new(name), bytes, &InspectOptions::default())
-        .unwrap_or_else(|err| panic!("{name}: {err}"))
-}
-
-fn accounted(inspection: &Inspection) -> u64 {
-    inspection.sections.iter().map(|s| s.file_size).sum::<u64>()
-        + inspection.regions.iter().map(|r| r.size).sum::<u64>()
-}
-
 /// A relocatable x86_64 object with code, data, bss, two symbols and one
 /// relocation, written by object's Mach-O writer.
 fn object_file() -> Vec<u8> {
@@ -544,7 +534,7 @@ fn object_file() -> Vec<u8> {
 #[test]
 fn relocatable_object_sections_and_symbols() {
     let bytes = object_file();
-    let got = inspect("unit.o", &bytes);
+    let got = common::inspect_named("unit.o", &bytes);
     assert_eq!(got.format, Format::Macho);
     assert_eq!(got.header.kind, Kind::Relocatable);
     assert_eq!(got.header.machine, "x86_64");
@@ -596,14 +586,14 @@ fn relocatable_object_sections_and_symbols() {
         .unwrap();
     assert_eq!(symtab.size, 2 * 16);
     assert_eq!(got.regions[0].size, HEADER_64);
-    assert_eq!(accounted(&got), got.size);
+    assert_eq!(common::accounted(&got), got.size);
     assert_eq!(got.macho.as_ref().unwrap().dylibs, Vec::<String>::new());
 }
 
 #[test]
 fn dyld_info_image_header_segments_and_sections() {
     let (bytes, layout) = dyld_info_image();
-    let got = inspect("app", &bytes);
+    let got = common::inspect_named("app", &bytes);
     assert_eq!(got.header.kind, Kind::Pie);
     assert_eq!(got.header.machine, "x86_64");
     assert_eq!(got.header.entry, BASE + 0x1000);
@@ -712,7 +702,7 @@ fn dyld_info_image_header_segments_and_sections() {
 #[test]
 fn dyld_info_image_regions_account_for_every_byte() {
     let (bytes, layout) = dyld_info_image();
-    let got = inspect("app", &bytes);
+    let got = common::inspect_named("app", &bytes);
     let regions: Vec<(&str, u64, u64)> = got
         .regions
         .iter()
@@ -739,13 +729,13 @@ fn dyld_info_image_regions_account_for_every_byte() {
         ));
     }
     assert_eq!(regions, expected);
-    assert_eq!(accounted(&got), got.size);
+    assert_eq!(common::accounted(&got), got.size);
 }
 
 #[test]
 fn dyld_info_rebases_and_binds_match_the_opcodes() {
     let (bytes, layout) = dyld_info_image();
-    let got = inspect("app", &bytes);
+    let got = common::inspect_named("app", &bytes);
     let relocs = &got.relocations;
     assert_eq!(relocs.total, 8);
     assert_eq!(relocs.relative, 4);
@@ -806,7 +796,7 @@ fn dyld_info_rebases_and_binds_match_the_opcodes() {
 #[test]
 fn chained_fixups_match_the_chains() {
     let bytes = chained_image();
-    let got = inspect("chained", &bytes);
+    let got = common::inspect_named("chained", &bytes);
     assert_eq!(got.header.machine, "aarch64");
     assert_eq!(got.header.kind, Kind::Pie);
     assert_eq!(got.header.entry, BASE + 0x1000);
@@ -846,7 +836,7 @@ fn chained_fixups_match_the_chains() {
     assert_eq!(init.count, 2);
     let targets: Vec<Option<u64>> = init.entries.iter().map(|e| e.target).collect();
     assert_eq!(targets, vec![Some(BASE + 0x1000), Some(BASE + 0x1010)]);
-    assert_eq!(accounted(&got), got.size);
+    assert_eq!(common::accounted(&got), got.size);
 }
 
 /// llvm-objdump --macho prints one line per rebase and per bind; compare

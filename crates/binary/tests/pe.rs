@@ -5,9 +5,7 @@
 
 mod common;
 
-use coldstart_binary::{
-    Error, Format, InspectOptions, Inspection, Kind, image_overlaps, inspect_bytes,
-};
+use coldstart_binary::{Error, Format, InspectOptions, Kind, image_overlaps, inspect_bytes};
 use object::pe;
 use object::write::pe::{NtHeaders, Writer};
 use std::path::Path;
@@ -305,21 +303,11 @@ fn main_spec() -> Spec {
     }
 }
 
-fn inspect(name: &str, bytes: &[u8]) -> Inspection {
-    inspect_bytes(Path::new(name), bytes, &InspectOptions::default())
-        .unwrap_or_else(|err| panic!("{name}: {err}"))
-}
-
-fn accounted(inspection: &Inspection) -> u64 {
-    inspection.sections.iter().map(|s| s.file_size).sum::<u64>()
-        + inspection.regions.iter().map(|r| r.size).sum::<u64>()
-}
-
 #[test]
 fn dll_header_and_details_match_the_fixture() {
     let spec = main_spec();
     let bytes = build(&spec);
-    let got = inspect("main.dll", &bytes);
+    let got = common::inspect_named("main.dll", &bytes);
     assert_eq!(got.format, Format::Pe);
     assert_eq!(got.size, bytes.len() as u64);
     assert_eq!(got.header.kind, Kind::SharedObject);
@@ -359,7 +347,7 @@ fn dll_header_and_details_match_the_fixture() {
 fn dll_sections_and_regions_account_for_every_byte() {
     let spec = main_spec();
     let bytes = build(&spec);
-    let got = inspect("main.dll", &bytes);
+    let got = common::inspect_named("main.dll", &bytes);
 
     let layout: Vec<(&str, &str, &str, u64, u64, u64, u64)> = got
         .sections
@@ -411,13 +399,13 @@ fn dll_sections_and_regions_account_for_every_byte() {
         ]
     );
     assert_eq!(bytes.len(), 0x4d00);
-    assert_eq!(accounted(&got), got.size);
+    assert_eq!(common::accounted(&got), got.size);
 }
 
 #[test]
 fn dll_base_relocations_match_the_fixture() {
     let bytes = build(&main_spec());
-    let got = inspect("main.dll", &bytes);
+    let got = common::inspect_named("main.dll", &bytes);
     let relocs = &got.relocations;
     assert_eq!(relocs.total, 10);
     assert_eq!(relocs.relative, 10);
@@ -465,7 +453,7 @@ fn exe_without_dynamic_base_warns() {
         relocs_stripped: true,
         ..Spec::dll64(0x1_4000_0000)
     };
-    let got = inspect("fixed.exe", &build(&spec));
+    let got = common::inspect_named("fixed.exe", &build(&spec));
     assert_eq!(got.header.kind, Kind::Executable);
     let pe = got.pe.as_ref().unwrap();
     assert!(!pe.dynamic_base && !pe.high_entropy_va && pe.relocs_stripped);
@@ -477,7 +465,7 @@ fn exe_without_dynamic_base_warns() {
     assert_eq!(got.header.build_id, None);
     assert!(!got.header.debug_info);
     assert!(got.pe.as_ref().unwrap().imports.is_empty());
-    assert_eq!(accounted(&got), got.size);
+    assert_eq!(common::accounted(&got), got.size);
 }
 
 #[test]
@@ -486,7 +474,7 @@ fn exe_with_dynamic_base_is_pie() {
         dll: false,
         ..Spec::dll64(0x1_4000_0000)
     };
-    let got = inspect("aslr.exe", &build(&spec));
+    let got = common::inspect_named("aslr.exe", &build(&spec));
     assert_eq!(got.header.kind, Kind::Pie);
     assert!(got.warnings.is_empty());
 }
@@ -502,7 +490,7 @@ fn pe32_highlow_relocations() {
         ..Spec::dll64(0x1000_0000)
     };
     let bytes = build(&spec);
-    let got = inspect("small32.dll", &bytes);
+    let got = common::inspect_named("small32.dll", &bytes);
     assert_eq!(got.header.machine, "i386");
     assert_eq!(got.header.bits, 32);
     assert_eq!(got.pe.as_ref().unwrap().image_base, 0x1000_0000);
@@ -521,7 +509,7 @@ fn pe32_highlow_relocations() {
         (headers.label.as_str(), headers.size),
         ("[headers]", spec.headers_end())
     );
-    assert_eq!(accounted(&got), got.size);
+    assert_eq!(common::accounted(&got), got.size);
 }
 
 #[test]
@@ -529,9 +517,9 @@ fn overlapping_preferred_ranges_are_reported_once() {
     let a = build(&Spec::dll64(0x1_8000_0000));
     let b = build(&Spec::dll64(0x1_8000_2000));
     let c = build(&Spec::dll64(0x2_0000_0000));
-    let a = inspect("a.dll", &a);
-    let b = inspect("b.dll", &b);
-    let c = inspect("c.dll", &c);
+    let a = common::inspect_named("a.dll", &a);
+    let b = common::inspect_named("b.dll", &b);
+    let c = common::inspect_named("c.dll", &c);
     // Headers + .text + .data = 3 pages each.
     assert_eq!(a.pe.as_ref().unwrap().image_size, 0x3000);
     let overlaps = image_overlaps(&[a, b, c]);
@@ -547,8 +535,8 @@ fn overlapping_preferred_ranges_are_reported_once() {
 
 #[test]
 fn adjacent_ranges_and_non_pe_files_do_not_overlap() {
-    let a = inspect("a.dll", &build(&Spec::dll64(0x1_8000_0000)));
-    let b = inspect("b.dll", &build(&Spec::dll64(0x1_8000_3000)));
+    let a = common::inspect_named("a.dll", &build(&Spec::dll64(0x1_8000_0000)));
+    let b = common::inspect_named("b.dll", &build(&Spec::dll64(0x1_8000_3000)));
     let mut not_pe = a.clone();
     not_pe.path = "not-pe".to_string();
     not_pe.format = Format::Macho;
@@ -562,9 +550,9 @@ fn executables_only_overlap_with_dlls() {
         dll: false,
         ..Spec::dll64(base)
     };
-    let one = inspect("one.exe", &build(&exe(0x1_4000_0000)));
-    let two = inspect("two.exe", &build(&exe(0x1_4000_0000)));
-    let dll = inspect("lib.dll", &build(&Spec::dll64(0x1_4000_1000)));
+    let one = common::inspect_named("one.exe", &build(&exe(0x1_4000_0000)));
+    let two = common::inspect_named("two.exe", &build(&exe(0x1_4000_0000)));
+    let dll = common::inspect_named("lib.dll", &build(&Spec::dll64(0x1_4000_1000)));
     // Two programs never share an address space; a DLL loads into both.
     let overlaps = image_overlaps(&[one, two, dll]);
     let pairs: Vec<(&str, &str)> = overlaps

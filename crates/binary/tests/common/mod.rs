@@ -225,6 +225,19 @@ pub fn needs_version(file: &Path, version: &str) -> bool {
     text[start..].contains(&format!("Name: {version}"))
 }
 
+/// Inspects bytes labelled `name`; a failure names the input.
+pub fn inspect_named(name: &str, bytes: &[u8]) -> Inspection {
+    coldstart_binary::inspect_bytes(Path::new(name), bytes, &InspectOptions::default())
+        .unwrap_or_else(|err| panic!("{name}: {err}"))
+}
+
+/// Bytes that sections and regions claim together; equal to the file size
+/// when every byte is accounted for exactly once.
+pub fn accounted(inspection: &Inspection) -> u64 {
+    inspection.sections.iter().map(|s| s.file_size).sum::<u64>()
+        + inspection.regions.iter().map(|r| r.size).sum::<u64>()
+}
+
 fn inspect(path: &Path) -> Inspection {
     inspect_path(path, &InspectOptions::default())
         .unwrap_or_else(|e| panic!("inspect {}: {e}", path.display()))
@@ -355,10 +368,8 @@ pub fn assert_matches_readelf(path: &Path) -> Inspection {
     assert_eq!(ins.header.build_id, build_id(path), "{what}: build-id");
     assert_eq!(ins.size, std::fs::metadata(path).unwrap().len());
     // Every byte is accounted for.
-    let claimed: u64 = ins.sections.iter().map(|s| s.file_size).sum::<u64>()
-        + ins.regions.iter().map(|r| r.size).sum::<u64>();
     assert!(
-        claimed >= ins.size,
+        accounted(&ins) >= ins.size,
         "{what}: sections and regions cover the file"
     );
     ins
