@@ -12,6 +12,7 @@ mod error;
 mod file;
 mod macho;
 pub mod model;
+mod offsets;
 mod pe;
 pub mod relr;
 
@@ -19,6 +20,7 @@ pub use demangle::demangle;
 pub use error::{Error, Result};
 pub use file::MappedFile;
 pub use model::*;
+pub use offsets::{OffsetIndex, SectionSpan, SymbolCounts, SymbolKind, SymbolSource, SymbolSpan};
 pub use pe::image_overlaps;
 
 use std::path::Path;

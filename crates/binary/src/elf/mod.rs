@@ -8,6 +8,7 @@
 
 mod dynamic;
 mod init;
+pub(crate) mod offsets;
 mod reloc;
 mod symbols;
 
@@ -59,7 +60,25 @@ pub(crate) struct Elf<'data, 'p, H: FileHeader<Endian = Endianness>> {
     pub page_size: u64,
 }
 
-impl<'data, H: FileHeader<Endian = Endianness>> Elf<'data, '_, H> {
+impl<'data, 'p, H: FileHeader<Endian = Endianness>> Elf<'data, 'p, H> {
+    /// Parses the ELF header, program headers and section table.
+    pub fn parse(path: &'p Path, data: &'data [u8], page_size: u64) -> Result<Self> {
+        let fail = |err: object::Error| malformed(path, err.to_string());
+        let header = H::parse(data).map_err(fail)?;
+        let endian = header.endian().map_err(fail)?;
+        Ok(Elf {
+            path,
+            data,
+            header,
+            endian,
+            phdrs: header.program_headers(endian, data).map_err(fail)?,
+            sections: header.sections(endian, data).map_err(fail)?,
+            machine: header.e_machine(endian),
+            word: if header.is_type_64() { 8 } else { 4 },
+            page_size,
+        })
+    }
+
     pub fn fail(&self, err: object::Error) -> Error {
         malformed(self.path, err.to_string())
     }
@@ -161,22 +180,7 @@ fn inspect_elf<H: FileHeader<Endian = Endianness>>(
     data: &[u8],
     options: &InspectOptions,
 ) -> Result<Inspection> {
-    let fail = |err: object::Error| malformed(path, err.to_string());
-    let header = H::parse(data).map_err(fail)?;
-    let endian = header.endian().map_err(fail)?;
-    let phdrs = header.program_headers(endian, data).map_err(fail)?;
-    let sections = header.sections(endian, data).map_err(fail)?;
-    let elf = Elf {
-        path,
-        data,
-        header,
-        endian,
-        phdrs,
-        sections,
-        machine: header.e_machine(endian),
-        word: if header.is_type_64() { 8 } else { 4 },
-        page_size: options.page_size,
-    };
+    let elf = Elf::<H>::parse(path, data, options.page_size)?;
 
     let segments = segments(&elf);
     let section_list = section_list(&elf)?;

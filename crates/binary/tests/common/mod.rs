@@ -92,6 +92,8 @@ pub struct ReadelfSection {
     pub address: u64,
     pub offset: u64,
     pub size: u64,
+    /// Flag letters ("AX", "WA"); empty when the section has none.
+    pub flags: String,
 }
 
 pub fn sections(file: &Path) -> Vec<ReadelfSection> {
@@ -115,6 +117,12 @@ pub fn sections(file: &Path) -> Vec<ReadelfSection> {
             address: hex(fields[2]),
             offset: hex(fields[3]),
             size: hex(fields[4]),
+            // Name, type, address, offset, size, ES, [flags], Lk, Inf, Al.
+            flags: if fields.len() == 10 {
+                fields[6].to_string()
+            } else {
+                String::new()
+            },
         });
     }
     out
