@@ -1,0 +1,691 @@
+//! coldstart's profile room: one SQLite file holds many traced runs of a
+//! program (their processes, files, page events, readahead decisions and
+//! marks). The tracer writes it; every analysis reads it; nothing else is
+//! shared between them.
+//!
+//! A run's row is committed before its events, and each batch of rows is
+//! its own transaction, so a crash keeps everything already written and
+//! leaves the run marked incomplete.
+
+mod model;
+mod schema;
+
+pub use model::*;
+pub use schema::SCHEMA_VERSION;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::path::{Path, PathBuf};
+
+/// What can go wrong with a profile file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: no such profile")]
+    Missing { path: PathBuf },
+    #[error("{path}: not a coldstart profile ({detail})")]
+    NotAProfile { path: PathBuf, detail: String },
+    #[error(
+        "{path}: written by a newer coldstart (profile schema {found}, this build reads up to {supported}); upgrade coldstart"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i32,
+        supported: i32,
+    },
+    #[error("{path}: profile is damaged or unreadable: {source}")]
+    Damaged {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{path}: no run {run} in this profile{hint}")]
+    NoSuchRun {
+        path: PathBuf,
+        run: RunId,
+        hint: String,
+    },
+    #[error("{path}: {detail}")]
+    Invalid { path: PathBuf, detail: String },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// An open profile database.
+pub struct Profile {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Profile {
+    /// Opens a profile for writing, creating it when it does not exist.
+    pub fn create_or_open(path: &Path) -> Result<Profile> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| damaged(path, source))?;
+        let profile = Profile {
+            conn,
+            path: path.to_path_buf(),
+        };
+        profile.configure()?;
+        if profile.is_empty_database()? {
+            profile.create_schema()?;
+        } else {
+            profile.check_schema()?;
+        }
+        Ok(profile)
+    }
+
+    /// Opens an existing profile read-only.
+    pub fn open(path: &Path) -> Result<Profile> {
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Missing {
+                    path: path.to_path_buf(),
+                });
+            }
+            Ok(meta) if meta.is_dir() => {
+                return Err(Error::NotAProfile {
+                    path: path.to_path_buf(),
+                    detail: "it is a directory".into(),
+                });
+            }
+            _ => {}
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|source| damaged(path, source))?;
+        let profile = Profile {
+            conn,
+            path: path.to_path_buf(),
+        };
+        if profile.is_empty_database()? {
+            return Err(Error::NotAProfile {
+                path: path.to_path_buf(),
+                detail: "the file is empty".into(),
+            });
+        }
+        profile.check_schema()?;
+        Ok(profile)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn configure(&self) -> Result<()> {
+        // WAL keeps committed batches safe if the recorder dies; NORMAL sync
+        // is durable across process crashes, which is what matters here.
+        self.conn
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+            )
+            .map_err(|source| self.classify(source))
+    }
+
+    fn is_empty_database(&self) -> Result<bool> {
+        let tables: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+            .map_err(|source| self.classify(source))?;
+        Ok(tables == 0)
+    }
+
+    fn create_schema(&self) -> Result<()> {
+        let sql = format!(
+            "BEGIN; {} PRAGMA application_id = {}; PRAGMA user_version = {}; COMMIT;",
+            schema::CREATE,
+            schema::APPLICATION_ID,
+            schema::SCHEMA_VERSION
+        );
+        self.conn
+            .execute_batch(&sql)
+            .map_err(|source| self.classify(source))
+    }
+
+    fn check_schema(&self) -> Result<()> {
+        let pragma = |name: &str| -> Result<i32> {
+            self.conn
+                .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+                .map_err(|source| self.classify(source))
+        };
+        let application_id = pragma("application_id")?;
+        if application_id != schema::APPLICATION_ID {
+            return Err(Error::NotAProfile {
+                path: self.path.clone(),
+                detail: format!(
+                    "an SQLite database of another program (application_id {application_id:#x})"
+                ),
+            });
+        }
+        let version = pragma("user_version")?;
+        if version > schema::SCHEMA_VERSION {
+            return Err(Error::NewerSchema {
+                path: self.path.clone(),
+                found: version,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        if version < 1 {
+            return Err(Error::NotAProfile {
+                path: self.path.clone(),
+                detail: format!("schema version {version} is not one coldstart ever wrote"),
+            });
+        }
+        Ok(())
+    }
+
+    /// SQLite reports "file is not a database" for foreign files; say that
+    /// in the profile's terms.
+    fn classify(&self, source: rusqlite::Error) -> Error {
+        if let rusqlite::Error::SqliteFailure(code, _) = &source
+            && code.code == rusqlite::ErrorCode::NotADatabase
+        {
+            return Error::NotAProfile {
+                path: self.path.clone(),
+                detail: "not an SQLite database".into(),
+            };
+        }
+        damaged(&self.path, source)
+    }
+
+    /// Records the start of a run and commits it, so the run is listed
+    /// (as incomplete) even if the recorder dies before it ends.
+    pub fn begin_run(&mut self, start: &RunStart) -> Result<RunId> {
+        let argv = serde_json::to_string(&start.argv).map_err(|e| Error::Invalid {
+            path: self.path.clone(),
+            detail: format!("cannot encode argv: {e}"),
+        })?;
+        self.conn
+            .execute(
+                "INSERT INTO runs (argv, cwd, cache_mode, started_at_unix_ns, kernel, page_size,
+                    read_ahead_kb, fault_around_bytes, uid, gid, tool_version)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    argv,
+                    start.cwd,
+                    start.cache_mode.as_str(),
+                    start.started_at_unix_ns,
+                    start.kernel,
+                    start.page_size as i64,
+                    start.read_ahead_kb.map(|v| v as i64),
+                    start.fault_around_bytes.map(|v| v as i64),
+                    start.uid,
+                    start.gid,
+                    start.tool_version,
+                ],
+            )
+            .map_err(|source| self.classify(source))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Writes a batch of a run's rows in one transaction.
+    pub fn write(&mut self, run: RunId, batch: &Batch) -> Result<Vec<FileId>> {
+        let path = self.path.clone();
+        let fail = |source| damaged(&path, source);
+        let tx = self.conn.transaction().map_err(fail)?;
+        let mut file_ids = Vec::with_capacity(batch.files.len());
+        {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO files (run_id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(fail)?;
+            for file in &batch.files {
+                insert
+                    .execute(params![
+                        run,
+                        file.dev as i64,
+                        file.ino as i64,
+                        file.path,
+                        file.size.map(|v| v as i64),
+                        file.mtime_ns,
+                        file.build_id,
+                        file.opened_by_tree,
+                    ])
+                    .map_err(fail)?;
+                file_ids.push(tx.last_insert_rowid());
+            }
+            let resolve = |id: FileId| -> FileId {
+                // Negative ids refer to files of this batch by position.
+                if id < 0 {
+                    file_ids.get((-id - 1) as usize).copied().unwrap_or(id)
+                } else {
+                    id
+                }
+            };
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO processes (run_id, pid, ppid, tgid, comm, exe, t_start_ns, t_end_ns, in_tree)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(fail)?;
+            for p in &batch.processes {
+                insert
+                    .execute(params![
+                        run,
+                        p.pid,
+                        p.ppid,
+                        p.tgid,
+                        p.comm,
+                        p.exe,
+                        p.t_start_ns,
+                        p.t_end_ns,
+                        p.in_tree
+                    ])
+                    .map_err(fail)?;
+            }
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO page_events (run_id, t_ns, pid, file_id, page, npages, kind)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(fail)?;
+            for e in &batch.page_events {
+                insert
+                    .execute(params![
+                        run,
+                        e.t_ns,
+                        e.pid,
+                        resolve(e.file_id),
+                        e.page as i64,
+                        e.npages as i64,
+                        e.kind.code()
+                    ])
+                    .map_err(fail)?;
+            }
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO readahead (run_id, t_ns, pid, file_id, kind, page, size, async_size,
+                        ra_pages, mmap_miss, prev_pos, req_count)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                )
+                .map_err(fail)?;
+            for r in &batch.readahead {
+                insert
+                    .execute(params![
+                        run,
+                        r.t_ns,
+                        r.pid,
+                        resolve(r.file_id),
+                        r.kind.as_str(),
+                        r.page as i64,
+                        r.size as i64,
+                        r.async_size as i64,
+                        r.ra_pages as i64,
+                        r.mmap_miss.map(|v| v as i64),
+                        r.prev_pos,
+                        r.req_count.map(|v| v as i64),
+                    ])
+                    .map_err(fail)?;
+            }
+            let mut insert = tx
+                .prepare_cached("INSERT INTO marks (run_id, t_ns, name) VALUES (?1, ?2, ?3)")
+                .map_err(fail)?;
+            for m in &batch.marks {
+                insert.execute(params![run, m.t_ns, m.name]).map_err(fail)?;
+            }
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO lost_events (run_id, cpu, events) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(fail)?;
+            for l in &batch.lost {
+                insert
+                    .execute(params![run, l.cpu, l.events as i64])
+                    .map_err(fail)?;
+            }
+        }
+        tx.commit().map_err(fail)?;
+        Ok(file_ids)
+    }
+
+    /// Records how a run ended and marks it complete.
+    pub fn end_run(&mut self, run: RunId, end: &RunEnd) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE runs SET ended_ns = ?2, end_reason = ?3, exit_code = ?4, exit_signal = ?5,
+                    root_pid = ?6,
+                    lost_events = (SELECT coalesce(sum(events), 0) FROM lost_events WHERE run_id = ?1),
+                    complete = 1
+                 WHERE id = ?1",
+                params![
+                    run,
+                    end.ended_ns,
+                    end.end_reason.as_str(),
+                    end.exit_code,
+                    end.exit_signal,
+                    end.root_pid
+                ],
+            )
+            .map_err(|source| self.classify(source))?;
+        Ok(())
+    }
+
+    /// All runs, oldest first.
+    pub fn runs(&self) -> Result<Vec<Run>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("{RUN_COLUMNS} ORDER BY id"))
+            .map_err(|source| self.classify(source))?;
+        let rows = stmt
+            .query_map([], run_from_row)
+            .map_err(|source| self.classify(source))?;
+        let mut runs = Vec::new();
+        for row in rows {
+            runs.push(self.decode_run(row.map_err(|source| self.classify(source))?)?);
+        }
+        Ok(runs)
+    }
+
+    /// One run; `None` selects the latest complete run.
+    pub fn run(&self, id: Option<RunId>) -> Result<Run> {
+        let row = match id {
+            Some(id) => self
+                .conn
+                .query_row(&format!("{RUN_COLUMNS} WHERE id = ?1"), [id], run_from_row)
+                .optional(),
+            None => self
+                .conn
+                .query_row(
+                    &format!("{RUN_COLUMNS} WHERE complete = 1 ORDER BY id DESC LIMIT 1"),
+                    [],
+                    run_from_row,
+                )
+                .optional(),
+        }
+        .map_err(|source| self.classify(source))?;
+        match row {
+            Some(row) => self.decode_run(row),
+            None => {
+                let ids: Vec<String> = self.runs()?.iter().map(|r| r.id.to_string()).collect();
+                Err(Error::NoSuchRun {
+                    path: self.path.clone(),
+                    run: id.unwrap_or(0),
+                    hint: if ids.is_empty() {
+                        " (it has no complete runs)".into()
+                    } else {
+                        format!(" (runs: {})", ids.join(", "))
+                    },
+                })
+            }
+        }
+    }
+
+    fn decode_run(&self, row: RunRow) -> Result<Run> {
+        let invalid = |detail: String| Error::Invalid {
+            path: self.path.clone(),
+            detail: format!("run {}: {detail}", row.id),
+        };
+        let argv: Vec<String> = serde_json::from_str(&row.argv)
+            .map_err(|e| invalid(format!("argv is not a JSON list of strings: {e}")))?;
+        let cache_mode = CacheMode::parse(&row.cache_mode)
+            .ok_or_else(|| invalid(format!("unknown cache mode {:?}", row.cache_mode)))?;
+        let end_reason = match &row.end_reason {
+            Some(text) => Some(
+                EndReason::parse(text)
+                    .ok_or_else(|| invalid(format!("unknown end reason {text:?}")))?,
+            ),
+            None => None,
+        };
+        Ok(Run {
+            id: row.id,
+            start: RunStart {
+                argv,
+                cwd: row.cwd,
+                cache_mode,
+                started_at_unix_ns: row.started_at_unix_ns,
+                kernel: row.kernel,
+                page_size: row.page_size,
+                read_ahead_kb: row.read_ahead_kb,
+                fault_around_bytes: row.fault_around_bytes,
+                uid: row.uid,
+                gid: row.gid,
+                tool_version: row.tool_version,
+            },
+            ended_ns: row.ended_ns,
+            end_reason,
+            exit_code: row.exit_code,
+            exit_signal: row.exit_signal,
+            root_pid: row.root_pid,
+            lost_events: row.lost_events,
+            complete: row.complete,
+        })
+    }
+
+    pub fn processes(&self, run: RunId) -> Result<Vec<Process>> {
+        self.query(
+            "SELECT pid, ppid, tgid, comm, exe, t_start_ns, t_end_ns, in_tree
+             FROM processes WHERE run_id = ?1 ORDER BY t_start_ns IS NULL, t_start_ns, pid",
+            run,
+            |row| {
+                Ok(Process {
+                    pid: row.get(0)?,
+                    ppid: row.get(1)?,
+                    tgid: row.get(2)?,
+                    comm: row.get(3)?,
+                    exe: row.get(4)?,
+                    t_start_ns: row.get(5)?,
+                    t_end_ns: row.get(6)?,
+                    in_tree: row.get(7)?,
+                })
+            },
+        )
+    }
+
+    pub fn files(&self, run: RunId) -> Result<Vec<File>> {
+        self.query(
+            "SELECT id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree
+             FROM files WHERE run_id = ?1 ORDER BY id",
+            run,
+            |row| {
+                Ok(File {
+                    id: row.get(0)?,
+                    dev: row.get::<_, i64>(1)? as u64,
+                    ino: row.get::<_, i64>(2)? as u64,
+                    path: row.get(3)?,
+                    size: row.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+                    mtime_ns: row.get(5)?,
+                    build_id: row.get(6)?,
+                    opened_by_tree: row.get(7)?,
+                })
+            },
+        )
+    }
+
+    /// A run's page events in time order.
+    pub fn page_events(&self, run: RunId) -> Result<Vec<PageEvent>> {
+        let path = self.path.clone();
+        let raw = self.query(
+            "SELECT t_ns, pid, file_id, page, npages, kind FROM page_events
+             WHERE run_id = ?1 ORDER BY t_ns, rowid",
+            run,
+            |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i32>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, i64>(4)?,
+                    row.get::<_, i64>(5)?,
+                ))
+            },
+        )?;
+        raw.into_iter()
+            .map(|(t_ns, pid, file_id, page, npages, kind)| {
+                let kind = PageEventKind::from_code(kind).ok_or_else(|| Error::Invalid {
+                    path: path.clone(),
+                    detail: format!("run {run}: unknown page event kind {kind}"),
+                })?;
+                Ok(PageEvent {
+                    t_ns,
+                    pid,
+                    file_id,
+                    page: page as u64,
+                    npages: npages as u64,
+                    kind,
+                })
+            })
+            .collect()
+    }
+
+    pub fn readahead(&self, run: RunId) -> Result<Vec<Readahead>> {
+        let path = self.path.clone();
+        let raw = self.query(
+            "SELECT t_ns, pid, file_id, kind, page, size, async_size, ra_pages, mmap_miss, prev_pos, req_count
+             FROM readahead WHERE run_id = ?1 ORDER BY t_ns, rowid",
+            run,
+            |row| {
+                Ok((
+                    row.get::<_, String>(3)?,
+                    Readahead {
+                        t_ns: row.get(0)?,
+                        pid: row.get(1)?,
+                        file_id: row.get(2)?,
+                        kind: ReadaheadKind::Sync,
+                        page: row.get::<_, i64>(4)? as u64,
+                        size: row.get::<_, i64>(5)? as u64,
+                        async_size: row.get::<_, i64>(6)? as u64,
+                        ra_pages: row.get::<_, i64>(7)? as u64,
+                        mmap_miss: row.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+                        prev_pos: row.get(9)?,
+                        req_count: row.get::<_, Option<i64>>(10)?.map(|v| v as u64),
+                    },
+                ))
+            },
+        )?;
+        raw.into_iter()
+            .map(|(kind, mut r)| {
+                r.kind = ReadaheadKind::parse(&kind).ok_or_else(|| Error::Invalid {
+                    path: path.clone(),
+                    detail: format!("run {run}: unknown readahead kind {kind:?}"),
+                })?;
+                Ok(r)
+            })
+            .collect()
+    }
+
+    pub fn marks(&self, run: RunId) -> Result<Vec<Mark>> {
+        self.query(
+            "SELECT t_ns, name FROM marks WHERE run_id = ?1 ORDER BY t_ns",
+            run,
+            |row| {
+                Ok(Mark {
+                    t_ns: row.get(0)?,
+                    name: row.get(1)?,
+                })
+            },
+        )
+    }
+
+    pub fn lost_events(&self, run: RunId) -> Result<Vec<LostEvents>> {
+        self.query(
+            "SELECT cpu, events FROM lost_events WHERE run_id = ?1 ORDER BY cpu",
+            run,
+            |row| {
+                Ok(LostEvents {
+                    cpu: row.get(0)?,
+                    events: row.get::<_, i64>(1)? as u64,
+                })
+            },
+        )
+    }
+
+    fn query<T>(
+        &self,
+        sql: &str,
+        run: RunId,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(|source| self.classify(source))?;
+        let rows = stmt
+            .query_map([run], map)
+            .map_err(|source| self.classify(source))?;
+        rows.collect::<rusqlite::Result<Vec<T>>>()
+            .map_err(|source| self.classify(source))
+    }
+}
+
+/// Rows to write together. Page events and readahead rows may name files
+/// of the same batch by position: file_id -1 is `files[0]`, -2 `files[1]`...
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    pub files: Vec<NewFile>,
+    pub processes: Vec<Process>,
+    pub page_events: Vec<PageEvent>,
+    pub readahead: Vec<Readahead>,
+    pub marks: Vec<Mark>,
+    pub lost: Vec<LostEvents>,
+}
+
+impl Batch {
+    /// The id that refers to `files[index]` of this batch.
+    pub fn batch_file_id(index: usize) -> FileId {
+        -(index as FileId) - 1
+    }
+}
+
+const RUN_COLUMNS: &str = "SELECT id, argv, cwd, cache_mode, started_at_unix_ns, ended_ns, end_reason,
+    exit_code, exit_signal, kernel, page_size, read_ahead_kb, fault_around_bytes, uid, gid, root_pid,
+    lost_events, tool_version, complete FROM runs";
+
+struct RunRow {
+    id: RunId,
+    argv: String,
+    cwd: String,
+    cache_mode: String,
+    started_at_unix_ns: i64,
+    ended_ns: Option<i64>,
+    end_reason: Option<String>,
+    exit_code: Option<i32>,
+    exit_signal: Option<i32>,
+    kernel: String,
+    page_size: u64,
+    read_ahead_kb: Option<u64>,
+    fault_around_bytes: Option<u64>,
+    uid: u32,
+    gid: u32,
+    root_pid: Option<i32>,
+    lost_events: u64,
+    tool_version: String,
+    complete: bool,
+}
+
+fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        id: row.get(0)?,
+        argv: row.get(1)?,
+        cwd: row.get(2)?,
+        cache_mode: row.get(3)?,
+        started_at_unix_ns: row.get(4)?,
+        ended_ns: row.get(5)?,
+        end_reason: row.get(6)?,
+        exit_code: row.get(7)?,
+        exit_signal: row.get(8)?,
+        kernel: row.get(9)?,
+        page_size: row.get::<_, i64>(10)? as u64,
+        read_ahead_kb: row.get::<_, Option<i64>>(11)?.map(|v| v as u64),
+        fault_around_bytes: row.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+        uid: row.get(13)?,
+        gid: row.get(14)?,
+        root_pid: row.get(15)?,
+        lost_events: row.get::<_, i64>(16)? as u64,
+        tool_version: row.get(17)?,
+        complete: row.get(18)?,
+    })
+}
+
+fn damaged(path: &Path, source: rusqlite::Error) -> Error {
+    Error::Damaged {
+        path: path.to_path_buf(),
+        source,
+    }
+}

@@ -1,0 +1,289 @@
+//! The rows of a profile as Rust values: what the tracer writes and what
+//! every analysis reads.
+
+use serde::Serialize;
+
+/// A run's row id.
+pub type RunId = i64;
+/// A file's row id (unique across runs of one profile).
+pub type FileId = i64;
+
+/// Cache state the program started in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMode {
+    /// Whole page cache dropped.
+    Cold,
+    /// Only the files the program used were evicted.
+    Selective,
+    /// Program run once untraced first.
+    Warm,
+}
+
+impl CacheMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheMode::Cold => "cold",
+            CacheMode::Selective => "selective",
+            CacheMode::Warm => "warm",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CacheMode> {
+        match text {
+            "cold" => Some(CacheMode::Cold),
+            "selective" => Some(CacheMode::Selective),
+            "warm" => Some(CacheMode::Warm),
+            _ => None,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// The program exited by itself.
+    Exited,
+    /// The program was killed by a signal it did not ask for.
+    Signaled,
+    /// A line of its output matched --ready-regex.
+    ReadyRegex,
+    /// The --ready-file appeared.
+    ReadyFile,
+    /// --timeout passed first.
+    Timeout,
+    /// The user interrupted coldstart.
+    Interrupted,
+    /// coldstart failed while recording.
+    Failed,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Exited => "exited",
+            EndReason::Signaled => "signaled",
+            EndReason::ReadyRegex => "ready-regex",
+            EndReason::ReadyFile => "ready-file",
+            EndReason::Timeout => "timeout",
+            EndReason::Interrupted => "interrupted",
+            EndReason::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EndReason> {
+        [
+            EndReason::Exited,
+            EndReason::Signaled,
+            EndReason::ReadyRegex,
+            EndReason::ReadyFile,
+            EndReason::Timeout,
+            EndReason::Interrupted,
+            EndReason::Failed,
+        ]
+        .into_iter()
+        .find(|reason| reason.as_str() == text)
+    }
+
+    /// True when the program reached the point the user called ready.
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            EndReason::Exited | EndReason::ReadyRegex | EndReason::ReadyFile
+        )
+    }
+}
+
+/// What is known when a run starts.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunStart {
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub cache_mode: CacheMode,
+    pub started_at_unix_ns: i64,
+    pub kernel: String,
+    pub page_size: u64,
+    pub read_ahead_kb: Option<u64>,
+    pub fault_around_bytes: Option<u64>,
+    pub uid: u32,
+    pub gid: u32,
+    pub tool_version: String,
+}
+
+/// What is known when a run ends.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunEnd {
+    pub ended_ns: i64,
+    pub end_reason: EndReason,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub root_pid: Option<i32>,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub id: RunId,
+    #[serde(flatten)]
+    pub start: RunStart,
+    pub ended_ns: Option<i64>,
+    /// None while the run was still being recorded (or the recorder died).
+    pub end_reason: Option<EndReason>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub root_pid: Option<i32>,
+    pub lost_events: u64,
+    pub complete: bool,
+}
+
+/// A task seen during a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Process {
+    pub pid: i32,
+    pub ppid: Option<i32>,
+    pub tgid: Option<i32>,
+    pub comm: Option<String>,
+    pub exe: Option<String>,
+    pub t_start_ns: Option<i64>,
+    pub t_end_ns: Option<i64>,
+    pub in_tree: bool,
+}
+
+/// A file whose pages appear in a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct File {
+    pub id: FileId,
+    pub dev: u64,
+    pub ino: u64,
+    pub path: Option<String>,
+    pub size: Option<u64>,
+    pub mtime_ns: Option<i64>,
+    pub build_id: Option<String>,
+    pub opened_by_tree: bool,
+}
+
+/// A file to insert: everything but the id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewFile {
+    pub dev: u64,
+    pub ino: u64,
+    pub path: Option<String>,
+    pub size: Option<u64>,
+    pub mtime_ns: Option<i64>,
+    pub build_id: Option<String>,
+    pub opened_by_tree: bool,
+}
+
+/// What happened to a page range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageEventKind {
+    /// Entered the page cache: read from disk.
+    Read = 0,
+    /// A page fault on the page.
+    Fault = 1,
+    /// Mapped by fault-around without its own fault.
+    Map = 2,
+    /// Accessed through read() and friends.
+    Access = 3,
+    /// Left the page cache.
+    Evict = 4,
+}
+
+impl PageEventKind {
+    pub const ALL: [PageEventKind; 5] = [
+        PageEventKind::Read,
+        PageEventKind::Fault,
+        PageEventKind::Map,
+        PageEventKind::Access,
+        PageEventKind::Evict,
+    ];
+
+    pub fn code(self) -> i64 {
+        self as i64
+    }
+
+    pub fn from_code(code: i64) -> Option<PageEventKind> {
+        PageEventKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageEventKind::Read => "read",
+            PageEventKind::Fault => "fault",
+            PageEventKind::Map => "map",
+            PageEventKind::Access => "access",
+            PageEventKind::Evict => "evict",
+        }
+    }
+}
+
+/// One page event: `npages` pages from `page` of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PageEvent {
+    pub t_ns: i64,
+    pub pid: i32,
+    pub file_id: FileId,
+    pub page: u64,
+    pub npages: u64,
+    pub kind: PageEventKind,
+}
+
+/// Which readahead path the kernel took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadaheadKind {
+    Sync,
+    Async,
+    Order,
+}
+
+impl ReadaheadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadaheadKind::Sync => "sync",
+            ReadaheadKind::Async => "async",
+            ReadaheadKind::Order => "order",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ReadaheadKind> {
+        match text {
+            "sync" => Some(ReadaheadKind::Sync),
+            "async" => Some(ReadaheadKind::Async),
+            "order" => Some(ReadaheadKind::Order),
+            _ => None,
+        }
+    }
+}
+
+/// A readahead decision by the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readahead {
+    pub t_ns: i64,
+    pub pid: i32,
+    pub file_id: FileId,
+    pub kind: ReadaheadKind,
+    pub page: u64,
+    pub size: u64,
+    pub async_size: u64,
+    pub ra_pages: u64,
+    pub mmap_miss: Option<u64>,
+    pub prev_pos: Option<i64>,
+    pub req_count: Option<u64>,
+}
+
+/// A named instant of a run, such as `ready`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    pub t_ns: i64,
+    pub name: String,
+}
+
+/// Events one CPU's trace buffer dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LostEvents {
+    pub cpu: u32,
+    pub events: u64,
+}

@@ -1,0 +1,104 @@
+//! The profile database's schema, versioned with SQLite's `user_version`
+//! and marked as coldstart's with `application_id`, so a profile from a newer
+//! coldstart or a database from another program is refused with a clear
+//! message instead of being misread. docs/profile-db.md documents it.
+
+/// "cold" in ASCII: marks the file as a coldstart profile.
+pub const APPLICATION_ID: i32 = 0x636f_6c64;
+
+/// The schema this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+pub const CREATE: &str = r#"
+CREATE TABLE runs (
+    id                 INTEGER PRIMARY KEY,
+    argv               TEXT NOT NULL,     -- JSON array of strings
+    cwd                TEXT NOT NULL,
+    cache_mode         TEXT NOT NULL,     -- cold | selective | warm
+    started_at_unix_ns INTEGER NOT NULL,  -- wall clock when the program was started
+    ended_ns           INTEGER,           -- end of the run, ns after the program was started
+    end_reason         TEXT,              -- exited | signaled | ready-regex | ready-file | timeout | interrupted | failed; NULL while recording
+    exit_code          INTEGER,
+    exit_signal        INTEGER,
+    kernel             TEXT NOT NULL,
+    page_size          INTEGER NOT NULL,
+    read_ahead_kb      INTEGER,           -- of the device holding the program, when known
+    fault_around_bytes INTEGER,
+    uid                INTEGER NOT NULL,  -- user the program ran as
+    gid                INTEGER NOT NULL,
+    root_pid           INTEGER,
+    lost_events        INTEGER NOT NULL DEFAULT 0,
+    tool_version       TEXT NOT NULL,
+    complete           INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE processes (
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    pid        INTEGER NOT NULL,          -- kernel task id (threads have their own)
+    ppid       INTEGER,                   -- creating task
+    tgid       INTEGER,                   -- process the task belongs to, when known
+    comm       TEXT,
+    exe        TEXT,                      -- last exec'd file
+    t_start_ns INTEGER,
+    t_end_ns   INTEGER,
+    in_tree    INTEGER NOT NULL,          -- 1 for the traced program and its descendants
+    PRIMARY KEY (run_id, pid)
+) WITHOUT ROWID;
+CREATE TABLE files (
+    id             INTEGER PRIMARY KEY,
+    run_id         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    dev            INTEGER NOT NULL,      -- st_dev as user space sees it
+    ino            INTEGER NOT NULL,
+    path           TEXT,                  -- NULL when it could not be resolved exactly
+    size           INTEGER,
+    mtime_ns       INTEGER,
+    build_id       TEXT,
+    opened_by_tree INTEGER NOT NULL,      -- opened or exec'd by the traced tree during the run
+    UNIQUE (run_id, dev, ino)
+);
+CREATE TABLE page_events (
+    run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t_ns    INTEGER NOT NULL,             -- ns after the program was started (may be negative)
+    pid     INTEGER NOT NULL,
+    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    page    INTEGER NOT NULL,             -- first page index in the file
+    npages  INTEGER NOT NULL,
+    kind    INTEGER NOT NULL REFERENCES event_kinds(id)
+);
+CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
+CREATE TABLE event_kinds (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    what TEXT NOT NULL
+);
+INSERT INTO event_kinds VALUES
+    (0, 'read',   'pages entered the page cache (filemap:mm_filemap_add_to_page_cache)'),
+    (1, 'fault',  'a page fault on a file page (filemap:mm_filemap_fault)'),
+    (2, 'map',    'pages mapped by fault-around (filemap:mm_filemap_map_pages)'),
+    (3, 'access', 'pages accessed through read() and friends (filemap:mm_filemap_get_pages)'),
+    (4, 'evict',  'pages left the page cache (filemap:mm_filemap_delete_from_page_cache)');
+CREATE TABLE readahead (
+    run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t_ns          INTEGER NOT NULL,
+    pid           INTEGER NOT NULL,
+    file_id       INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    kind          TEXT NOT NULL,          -- sync | async | order
+    page          INTEGER NOT NULL,
+    size          INTEGER NOT NULL,       -- pages in the window
+    async_size    INTEGER NOT NULL,
+    ra_pages      INTEGER NOT NULL,
+    mmap_miss     INTEGER,
+    prev_pos      INTEGER,
+    req_count     INTEGER
+);
+CREATE TABLE marks (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t_ns   INTEGER NOT NULL,
+    name   TEXT NOT NULL
+);
+CREATE TABLE lost_events (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    cpu    INTEGER NOT NULL,
+    events INTEGER NOT NULL,              -- dropped by the kernel buffer of this CPU
+    PRIMARY KEY (run_id, cpu)
+) WITHOUT ROWID;
+"#;

@@ -1,0 +1,291 @@
+//! The profile database: round trips, crash safety and refusing files it
+//! cannot read with a message that names the file and the problem.
+
+use coldstart_profile::*;
+use rusqlite::Connection;
+use std::path::Path;
+
+fn start() -> RunStart {
+    RunStart {
+        argv: vec!["/bin/app".into(), "--flag with space".into()],
+        cwd: "/tmp".into(),
+        cache_mode: CacheMode::Cold,
+        started_at_unix_ns: 1_700_000_000_000_000_000,
+        kernel: "6.18.0".into(),
+        page_size: 4096,
+        read_ahead_kb: Some(8192),
+        fault_around_bytes: Some(65536),
+        uid: 1000,
+        gid: 1000,
+        tool_version: "0.1.0".into(),
+    }
+}
+
+fn batch() -> Batch {
+    Batch {
+        files: vec![
+            NewFile {
+                dev: 65024,
+                ino: 42,
+                path: Some("/usr/lib/libx.so".into()),
+                size: Some(1 << 20),
+                mtime_ns: Some(123),
+                build_id: Some("abcd".into()),
+                opened_by_tree: true,
+            },
+            NewFile {
+                dev: 65024,
+                ino: 43,
+                path: None,
+                size: None,
+                mtime_ns: None,
+                build_id: None,
+                opened_by_tree: false,
+            },
+        ],
+        processes: vec![Process {
+            pid: 100,
+            ppid: Some(1),
+            tgid: Some(100),
+            comm: Some("app".into()),
+            exe: Some("/bin/app".into()),
+            t_start_ns: Some(0),
+            t_end_ns: Some(5_000),
+            in_tree: true,
+        }],
+        page_events: vec![
+            PageEvent {
+                t_ns: -5,
+                pid: 100,
+                file_id: Batch::batch_file_id(1),
+                page: 7,
+                npages: 1,
+                kind: PageEventKind::Map,
+            },
+            PageEvent {
+                t_ns: 10,
+                pid: 100,
+                file_id: Batch::batch_file_id(0),
+                page: 3,
+                npages: 4,
+                kind: PageEventKind::Read,
+            },
+        ],
+        readahead: vec![Readahead {
+            t_ns: 9,
+            pid: 100,
+            file_id: Batch::batch_file_id(0),
+            kind: ReadaheadKind::Sync,
+            page: 3,
+            size: 4,
+            async_size: 1,
+            ra_pages: 32,
+            mmap_miss: Some(2),
+            prev_pos: Some(-1),
+            req_count: Some(1),
+        }],
+        marks: vec![Mark {
+            t_ns: 4_000,
+            name: "ready".into(),
+        }],
+        lost: vec![
+            LostEvents { cpu: 0, events: 3 },
+            LostEvents { cpu: 1, events: 4 },
+        ],
+    }
+}
+
+#[test]
+fn a_run_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut profile = Profile::create_or_open(&path).unwrap();
+    let run = profile.begin_run(&start()).unwrap();
+    let ids = profile.write(run, &batch()).unwrap();
+    profile
+        .end_run(
+            run,
+            &RunEnd {
+                ended_ns: 5_000,
+                end_reason: EndReason::ReadyRegex,
+                exit_code: None,
+                exit_signal: Some(15),
+                root_pid: Some(100),
+            },
+        )
+        .unwrap();
+    drop(profile);
+
+    let profile = Profile::open(&path).unwrap();
+    let runs = profile.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    let r = profile.run(None).unwrap();
+    assert_eq!(r.id, run);
+    assert_eq!(r.start.argv, start().argv);
+    assert_eq!(r.start.cache_mode, CacheMode::Cold);
+    assert_eq!(r.end_reason, Some(EndReason::ReadyRegex));
+    assert_eq!(r.exit_signal, Some(15));
+    assert_eq!(r.lost_events, 7, "sum of the per-CPU counts");
+    assert!(r.complete);
+
+    let files = profile.files(run).unwrap();
+    assert_eq!(files.iter().map(|f| f.id).collect::<Vec<_>>(), ids);
+    assert_eq!(files[0].path.as_deref(), Some("/usr/lib/libx.so"));
+    assert_eq!(files[1].path, None);
+
+    let events = profile.page_events(run).unwrap();
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].t_ns, -5, "time order, negative times kept");
+    assert_eq!(events[0].file_id, ids[1], "batch-relative ids resolved");
+    assert_eq!(events[1].file_id, ids[0]);
+    assert_eq!((events[1].page, events[1].npages), (3, 4));
+
+    let ra = profile.readahead(run).unwrap();
+    assert_eq!(ra[0].file_id, ids[0]);
+    assert_eq!(ra[0].prev_pos, Some(-1));
+    assert_eq!(profile.marks(run).unwrap()[0].name, "ready");
+    assert_eq!(profile.processes(run).unwrap(), batch().processes);
+    assert_eq!(profile.lost_events(run).unwrap().len(), 2);
+}
+
+#[test]
+fn an_unfinished_run_is_listed_but_not_chosen_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut profile = Profile::create_or_open(&path).unwrap();
+    let first = profile.begin_run(&start()).unwrap();
+    profile
+        .end_run(
+            first,
+            &RunEnd {
+                ended_ns: 1,
+                end_reason: EndReason::Exited,
+                exit_code: Some(0),
+                exit_signal: None,
+                root_pid: None,
+            },
+        )
+        .unwrap();
+    let second = profile.begin_run(&start()).unwrap();
+    profile.write(second, &batch()).unwrap();
+    // The recorder "dies" here: no end_run.
+    drop(profile);
+
+    let profile = Profile::open(&path).unwrap();
+    let runs = profile.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(!runs[1].complete);
+    assert_eq!(runs[1].end_reason, None);
+    assert_eq!(
+        profile.page_events(second).unwrap().len(),
+        2,
+        "committed batches survive"
+    );
+    assert_eq!(profile.run(None).unwrap().id, first);
+    let err = profile.run(Some(99)).unwrap_err().to_string();
+    assert!(
+        err.contains("no run 99") && err.contains("runs: 1, 2"),
+        "{err}"
+    );
+}
+
+fn open_error(path: &Path) -> String {
+    match Profile::open(path) {
+        Ok(_) => panic!("{} opened", path.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn foreign_damaged_and_newer_files_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+
+    let missing = dir.path().join("missing.db");
+    assert!(open_error(&missing).contains("no such profile"));
+    assert!(!missing.exists(), "opening for reading creates nothing");
+
+    let text = dir.path().join("text.db");
+    std::fs::write(
+        &text,
+        "this is not a database at all, just some text\n".repeat(200),
+    )
+    .unwrap();
+    let err = open_error(&text);
+    assert!(
+        err.starts_with(&text.display().to_string()) && err.contains("not a coldstart profile"),
+        "{err}"
+    );
+
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, "").unwrap();
+    assert!(open_error(&empty).contains("empty"));
+
+    let foreign = dir.path().join("foreign.db");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x); PRAGMA application_id = 7;")
+        .unwrap();
+    assert!(open_error(&foreign).contains("another program"));
+    assert!(
+        Profile::create_or_open(&foreign).is_err(),
+        "never written into"
+    );
+
+    let newer = dir.path().join("newer.db");
+    drop(Profile::create_or_open(&newer).unwrap());
+    Connection::open(&newer)
+        .unwrap()
+        .execute_batch(&format!("PRAGMA user_version = {};", SCHEMA_VERSION + 1))
+        .unwrap();
+    let err = open_error(&newer);
+    assert!(
+        err.contains("newer coldstart") && err.contains("upgrade"),
+        "{err}"
+    );
+
+    // A profile cut short: SQLite notices the missing pages when queried.
+    let cut = dir.path().join("cut.db");
+    {
+        let mut p = Profile::create_or_open(&cut).unwrap();
+        let run = p.begin_run(&start()).unwrap();
+        let mut big = batch();
+        big.page_events = (0..20_000)
+            .map(|i| PageEvent {
+                t_ns: i,
+                pid: 1,
+                file_id: Batch::batch_file_id(0),
+                page: i as u64,
+                npages: 1,
+                kind: PageEventKind::Fault,
+            })
+            .collect();
+        p.write(run, &big).unwrap();
+        // Fold the write-ahead log into the file so truncating it matters.
+        p.end_run(
+            run,
+            &RunEnd {
+                ended_ns: 1,
+                end_reason: EndReason::Exited,
+                exit_code: Some(0),
+                exit_signal: None,
+                root_pid: None,
+            },
+        )
+        .unwrap();
+    }
+    Connection::open(&cut)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;")
+        .unwrap();
+    let len = std::fs::metadata(&cut).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
+    file.set_len(len / 2).unwrap();
+    let result = Profile::open(&cut).and_then(|p| {
+        let run = p.run(None)?;
+        p.page_events(run.id)
+    });
+    let err = result
+        .expect_err("a truncated profile must not read as whole")
+        .to_string();
+    assert!(err.starts_with(&cut.display().to_string()), "{err}");
+}
