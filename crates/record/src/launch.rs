@@ -1,0 +1,498 @@
+//! Starting the program to measure and deciding when its startup is over.
+//!
+//! The program runs as the user who invoked coldstart through sudo, never
+//! as root by accident. Its output passes through coldstart line by line so
+//! a ready pattern can be matched. Startup ends when the program exits, a
+//! line matches, a ready file appears, the timeout passes or the user
+//! interrupts; then the whole process tree is terminated. coldstart makes
+//! itself a child subreaper so even daemonised descendants are found.
+
+use crate::cgroup::Cgroup;
+use coldstart_profile::EndReason;
+use regex::Regex;
+use std::ffi::{CStr, CString, OsString};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock the trace instance uses too.
+pub fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// Who the program runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    /// USER, LOGNAME and HOME to set when switching users.
+    pub user: Option<(String, PathBuf)>,
+}
+
+impl Identity {
+    /// The user who invoked coldstart: SUDO_UID/SUDO_GID when root came from
+    /// sudo (unless `as_root`), otherwise the current user unchanged.
+    pub fn invoking_user(as_root: bool) -> io::Result<Identity> {
+        // SAFETY: these never fail.
+        let (euid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let sudo_uid = std::env::var("SUDO_UID").ok().and_then(|v| v.parse().ok());
+        let sudo_gid = std::env::var("SUDO_GID").ok().and_then(|v| v.parse().ok());
+        match (euid, sudo_uid, as_root) {
+            (0, Some(uid), false) if uid != 0 => {
+                let gid = sudo_gid.unwrap_or(gid);
+                let user = user_of(uid);
+                let groups = match &user {
+                    Some((name, _)) => group_list(name, gid),
+                    None => vec![gid],
+                };
+                Ok(Identity {
+                    uid,
+                    gid,
+                    groups,
+                    user,
+                })
+            }
+            _ => Ok(Identity {
+                uid: euid,
+                gid,
+                groups: Vec::new(),
+                user: None,
+            }),
+        }
+    }
+
+    /// True when starting the program needs a change of user.
+    pub fn switches(&self) -> bool {
+        // SAFETY: never fails.
+        self.uid != unsafe { libc::geteuid() }
+    }
+}
+
+fn user_of(uid: u32) -> Option<(String, PathBuf)> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: zeroed passwd is a valid out-parameter.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result = std::ptr::null_mut();
+    // SAFETY: buffers are valid for the lengths given.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r filled NUL-terminated strings inside buf.
+    let (name, home) = unsafe { (CStr::from_ptr(pwd.pw_name), CStr::from_ptr(pwd.pw_dir)) };
+    Some((
+        name.to_string_lossy().into_owned(),
+        PathBuf::from(home.to_string_lossy().into_owned()),
+    ))
+}
+
+fn group_list(user: &str, gid: u32) -> Vec<u32> {
+    let Ok(name) = CString::new(user) else {
+        return vec![gid];
+    };
+    let mut count: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; count as usize];
+        // SAFETY: groups has room for `count` entries.
+        let rc = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut count) };
+        if rc >= 0 {
+            groups.truncate(count as usize);
+            return groups;
+        }
+        if count <= groups.len() as libc::c_int {
+            return vec![gid];
+        }
+    }
+}
+
+/// Where the program's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    /// stdout to coldstart's stdout, stderr to its stderr.
+    Through,
+    /// Both to coldstart's stderr (its stdout carries JSON).
+    ToStderr,
+    /// Discarded.
+    Discard,
+}
+
+/// How to run and when startup counts as done.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub argv: Vec<OsString>,
+    pub identity: Identity,
+    pub ready_regex: Option<Regex>,
+    pub ready_file: Option<PathBuf>,
+    pub timeout: Option<Duration>,
+    pub forward: Forward,
+}
+
+/// A started program.
+pub struct Launched {
+    pub root_pid: i32,
+    /// Monotonic time just before the program was started.
+    pub t0_ns: i64,
+    exit: Arc<Mutex<Option<(i64, std::process::ExitStatus)>>>,
+    ready_at: Arc<AtomicI64>,
+    waiter: Option<JoinHandle<()>>,
+    forwarders: Vec<JoinHandle<()>>,
+    spec: LaunchSpec,
+    /// The group holding the tree, when cgroup v2 is usable.
+    cgroup: Option<Cgroup>,
+}
+
+/// How startup ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ending {
+    pub reason: EndReason,
+    /// Monotonic time of the end.
+    pub at_ns: i64,
+}
+
+/// How the program ended, after the tree was terminated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+const NOT_READY: i64 = i64::MIN;
+
+/// Starts the program. Fails (naming the program) if it cannot be started.
+pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
+    let Some((program, args)) = spec.argv.split_first() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no command given",
+        ));
+    };
+    // Orphans of the tree re-parent to coldstart, so they can be found and
+    // terminated instead of escaping to init.
+    // SAFETY: plain prctl on this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+
+    let cgroup = Cgroup::create("tree");
+    let procs = cgroup.as_ref().and_then(|g| g.procs_file().ok());
+    let mut command = Command::new(program);
+    command.args(args).stdin(Stdio::inherit());
+    match spec.forward {
+        Forward::Discard => {
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+        _ => {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+    }
+    command.process_group(0);
+    if spec.identity.switches() {
+        if let Some((name, home)) = &spec.identity.user {
+            command
+                .env("USER", name)
+                .env("LOGNAME", name)
+                .env("HOME", home);
+        }
+        let identity = spec.identity.clone();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setgroups(identity.groups.len(), identity.groups.as_ptr()) != 0
+                    || libc::setgid(identity.gid) != 0
+                    || libc::setuid(identity.uid) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    if let Some(procs) = procs {
+        // Runs before the user switch: joining the group needs root.
+        // SAFETY: write(2) is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::write(procs.as_raw_fd(), b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            // If coldstart dies, so does the program it was measuring.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+
+    let t0_ns = monotonic_ns();
+    let mut child = command.spawn().map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot start {}: {e}", program.to_string_lossy()),
+        )
+    })?;
+    let root_pid = child.id() as i32;
+
+    let ready_at = Arc::new(AtomicI64::new(NOT_READY));
+    let mut forwarders = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let to_stdout = spec.forward == Forward::Through;
+        forwarders.push(forward(out, to_stdout, spec.ready_regex.clone(), &ready_at));
+    }
+    if let Some(err) = child.stderr.take() {
+        forwarders.push(forward(err, false, spec.ready_regex.clone(), &ready_at));
+    }
+    let exit = Arc::new(Mutex::new(None));
+    let waiter = {
+        let exit = Arc::clone(&exit);
+        std::thread::Builder::new()
+            .name("coldstart-wait".into())
+            .spawn(move || {
+                if let Ok(status) = child.wait() {
+                    let at = monotonic_ns();
+                    if let Ok(mut slot) = exit.lock() {
+                        *slot = Some((at, status));
+                    }
+                }
+            })?
+    };
+    Ok(Launched {
+        root_pid,
+        t0_ns,
+        exit,
+        ready_at,
+        waiter: Some(waiter),
+        forwarders,
+        spec: spec.clone(),
+        cgroup,
+    })
+}
+
+fn forward(
+    stream: impl Read + Send + 'static,
+    to_stdout: bool,
+    regex: Option<Regex>,
+    ready_at: &Arc<AtomicI64>,
+) -> JoinHandle<()> {
+    let ready_at = Arc::clone(ready_at);
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if let Some(regex) = &regex
+                && ready_at.load(Ordering::Acquire) == NOT_READY
+                && regex.is_match(&String::from_utf8_lossy(trim_newline(&line)))
+            {
+                let _ = ready_at.compare_exchange(
+                    NOT_READY,
+                    monotonic_ns(),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+            // A closed coldstart stdout must not stop the program's output
+            // from being drained (the program would block on a full pipe).
+            let _ = if to_stdout {
+                io::stdout().lock().write_all(&line)
+            } else {
+                io::stderr().lock().write_all(&line)
+            };
+        }
+    })
+}
+
+/// The line without its terminator, so `$` matches at the end of the line.
+fn trim_newline(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+impl Launched {
+    /// Waits until startup is over for any of the reasons the spec allows,
+    /// or `interrupted` becomes true. Calls `tick` about every 50 ms.
+    pub fn wait_for_end(&self, interrupted: &AtomicBool, mut tick: impl FnMut()) -> Ending {
+        let deadline = self
+            .spec
+            .timeout
+            .map(|t| self.t0_ns + t.as_nanos().min(i64::MAX as u128) as i64);
+        let mut last_tick = monotonic_ns();
+        loop {
+            let ready = self.ready_at.load(Ordering::Acquire);
+            if ready != NOT_READY {
+                return Ending {
+                    reason: EndReason::ReadyRegex,
+                    at_ns: ready,
+                };
+            }
+            if let Some((at, status)) = self.exit_status() {
+                let reason = if status.signal().is_some() {
+                    EndReason::Signaled
+                } else {
+                    EndReason::Exited
+                };
+                return Ending { reason, at_ns: at };
+            }
+            let now = monotonic_ns();
+            if let Some(file) = &self.spec.ready_file
+                && file.exists()
+            {
+                return Ending {
+                    reason: EndReason::ReadyFile,
+                    at_ns: now,
+                };
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Ending {
+                    reason: EndReason::Timeout,
+                    at_ns: now,
+                };
+            }
+            if interrupted.load(Ordering::Acquire) {
+                return Ending {
+                    reason: EndReason::Interrupted,
+                    at_ns: now,
+                };
+            }
+            if now - last_tick >= 50_000_000 {
+                tick();
+                last_tick = now;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn exit_status(&self) -> Option<(i64, std::process::ExitStatus)> {
+        self.exit.lock().ok().and_then(|slot| *slot)
+    }
+
+    /// Processes of the tree still alive (zombies included).
+    pub fn members(&self) -> Vec<i32> {
+        match &self.cgroup {
+            Some(group) => group.members(),
+            None => descendants_of(self.root_pid),
+        }
+    }
+
+    /// Terminates every process of the tree (SIGTERM, then SIGKILL after
+    /// `grace`), reaps them, and returns how the program itself ended.
+    pub fn terminate(mut self, grace: Duration) -> Exit {
+        let signal_all = |this: &Launched, signal| {
+            // SAFETY: signalling the process group we created.
+            unsafe { libc::kill(-this.root_pid, signal) };
+            for pid in this.members() {
+                // SAFETY: plain kill.
+                unsafe { libc::kill(pid, signal) };
+            }
+        };
+        let alive = |this: &Launched| this.exit_status().is_none() || !this.members().is_empty();
+        if alive(&self) {
+            signal_all(&self, libc::SIGTERM);
+            let deadline = monotonic_ns() + grace.as_nanos() as i64;
+            while alive(&self) && monotonic_ns() < deadline {
+                reap_orphans(self.root_pid);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            while alive(&self) {
+                if !self.cgroup.as_ref().is_some_and(Cgroup::kill_all) {
+                    signal_all(&self, libc::SIGKILL);
+                }
+                reap_orphans(self.root_pid);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        reap_orphans(self.root_pid);
+        if let Some(waiter) = self.waiter.take() {
+            let _ = waiter.join();
+        }
+        for forwarder in self.forwarders.drain(..) {
+            let _ = forwarder.join();
+        }
+        let status = self.exit_status().map(|(_, status)| status);
+        Exit {
+            code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+        }
+    }
+}
+
+/// Live descendants of `root` (without cgroups, orphans that re-parented
+/// to coldstart are found by `reap_orphans` instead).
+fn descendants_of(root: i32) -> Vec<i32> {
+    let mut parents = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if let Some(ppid) = parent_of(pid) {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid) in &parents {
+            if (ppid == parent || pid == root) && !found.contains(&pid) {
+                found.push(pid);
+                frontier.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// The parent from /proc/PID/stat; zombies count (they still need reaping).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Reaps children that re-parented to coldstart (it is their subreaper);
+/// the program itself is left to its waiter thread.
+fn reap_orphans(root: i32) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        for pid in children
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            if pid != root {
+                let mut status = 0;
+                // SAFETY: non-blocking wait on our own child.
+                unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
+            }
+        }
+    }
+}

@@ -1,0 +1,744 @@
+//! One traced run, start to finish: put the page cache in the requested
+//! state, set up a private trace instance and the open watcher, start the
+//! program, wait for its startup to end, stop tracing, and write what the
+//! kernel saw into the profile.
+//!
+//! Raw trace buffers are only kept in memory while the program runs and
+//! decoded after tracing stopped, so decoding costs the program nothing.
+
+use crate::cache;
+use crate::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
+use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
+use crate::tracefs::events::{Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user};
+use crate::tracefs::format::HeaderPage;
+use crate::tracefs::instance::{self, Instance, TraceError};
+use crate::tracefs::ringbuf;
+use coldstart_profile::{
+    Batch, CacheMode, EndReason, LostEvents, Mark, NewFile, PageEvent, PageEventKind, Process,
+    Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
+};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Events the tracer needs; the readahead and task ones are optional.
+const REQUIRED_EVENTS: &[&str] = &[
+    "filemap/mm_filemap_add_to_page_cache",
+    "filemap/mm_filemap_fault",
+    "filemap/mm_filemap_map_pages",
+    "sched/sched_process_exec",
+    "sched/sched_process_exit",
+];
+
+/// How to trace.
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    pub launch: LaunchSpec,
+    pub cache: CacheMode,
+    /// Files to evict for `CacheMode::Selective`.
+    pub evict: Vec<PathBuf>,
+    /// Trace buffer per CPU.
+    pub buffer_kb_per_cpu: u64,
+    /// Time between SIGTERM and SIGKILL when the tree is terminated.
+    pub grace: Duration,
+}
+
+/// What the terminal shows while the program runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub elapsed_ns: i64,
+    pub trace_bytes: u64,
+}
+
+/// Stages reported before the program starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    RemovedStale(Vec<String>),
+    DroppingCaches,
+    Evicting {
+        files: usize,
+        still_resident_pages: u64,
+    },
+    WarmingUp,
+    Tracing,
+    Writing {
+        events: usize,
+    },
+    Warning(String),
+}
+
+/// The one-screen summary of a traced run.
+#[derive(Debug, Clone)]
+pub struct TraceSummary {
+    pub run: RunId,
+    pub reason: EndReason,
+    pub ended_ns: i64,
+    pub exit: launch::Exit,
+    pub lost_events: u64,
+    pub trace_bytes: u64,
+    pub events: usize,
+    pub files: usize,
+    pub unresolved_files: usize,
+    pub processes_in_tree: usize,
+    pub pages_read: u64,
+    pub pages_read_by_tree: u64,
+}
+
+/// Traces one run of the program into `profile`.
+pub fn trace(
+    profile: &mut Profile,
+    options: &TraceOptions,
+    interrupted: &AtomicBool,
+    mut stage: impl FnMut(Stage),
+    mut progress: impl FnMut(Progress),
+) -> Result<TraceSummary, TraceError> {
+    let root = instance::tracefs_root()?;
+    let stale = instance::remove_stale_instances(&root);
+    if !stale.is_empty() {
+        stage(Stage::RemovedStale(stale));
+    }
+    let page_size = page_size();
+
+    match options.cache {
+        CacheMode::Cold => {
+            stage(Stage::DroppingCaches);
+            cache::drop_all().map_err(|e| TraceError::Format(e.to_string()))?;
+        }
+        CacheMode::Selective => {
+            let mut still = 0;
+            for path in &options.evict {
+                match cache::evict(path) {
+                    Ok(eviction) => still += eviction.resident_after,
+                    Err(e) => stage(Stage::Warning(e.to_string())),
+                }
+            }
+            stage(Stage::Evicting {
+                files: options.evict.len(),
+                still_resident_pages: still,
+            });
+        }
+        CacheMode::Warm => {
+            stage(Stage::WarmingUp);
+            let mut untraced = options.launch.clone();
+            untraced.forward = launch::Forward::Discard;
+            let warmup =
+                launch::launch(&untraced).map_err(|e| TraceError::Format(e.to_string()))?;
+            warmup.wait_for_end(interrupted, || {});
+            warmup.terminate(options.grace);
+        }
+    }
+    if interrupted.load(Ordering::Acquire) {
+        return Err(TraceError::Format(
+            "interrupted before the program started".into(),
+        ));
+    }
+
+    let instance = Instance::create(&root, "")?;
+    instance.set("tracing_on", "0")?;
+    instance.set("buffer_size_kb", &options.buffer_kb_per_cpu.to_string())?;
+    instance.set("trace_clock", "mono")?;
+    // Full buffers drop new events (counted) instead of overwriting old ones.
+    instance.set("options/overwrite", "0")?;
+    let decoder = Decoder::from_events_dir(&instance.events_dir())
+        .map_err(|e| TraceError::Format(e.to_string()))?;
+    let enabled = decoder.enabled_events();
+    for required in REQUIRED_EVENTS {
+        if !enabled.iter().any(|e| e == required) {
+            return Err(TraceError::MissingEvent(required.to_string()));
+        }
+    }
+    for event in &enabled {
+        instance.enable(event)?;
+    }
+    let header = HeaderPage::read(&instance.events_dir())
+        .or_else(|_| HeaderPage::read(&root.join("events")))
+        .map_err(|e| TraceError::Format(e.to_string()))?;
+    let subbuf_size = header.data_offset + header.data_size;
+
+    let watcher = match OpenWatcher::start() {
+        Ok(watcher) => Some(watcher),
+        Err(e) => {
+            stage(Stage::Warning(format!(
+                "cannot watch file opens ({e}); paths will come from /proc/PID/maps only"
+            )));
+            None
+        }
+    };
+    let readers = Readers::start(&instance, subbuf_size)?;
+
+    let start = RunStart {
+        argv: options
+            .launch
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        cache_mode: options.cache,
+        started_at_unix_ns: unix_now_ns(),
+        kernel: kernel_release(),
+        page_size,
+        read_ahead_kb: options
+            .launch
+            .argv
+            .first()
+            .and_then(|p| read_ahead_kb_for(Path::new(p))),
+        fault_around_bytes: std::fs::read_to_string("/sys/kernel/debug/fault_around_bytes")
+            .ok()
+            .and_then(|t| t.trim().parse().ok()),
+        uid: options.launch.identity.uid,
+        gid: options.launch.identity.gid,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let run = profile
+        .begin_run(&start)
+        .map_err(|e| TraceError::Format(e.to_string()))?;
+
+    stage(Stage::Tracing);
+    instance.set("tracing_on", "1")?;
+    let launched: Launched = match launch::launch(&options.launch) {
+        Ok(launched) => launched,
+        Err(e) => {
+            instance.set("tracing_on", "0")?;
+            let _ = profile.end_run(
+                run,
+                &RunEnd {
+                    ended_ns: 0,
+                    end_reason: EndReason::Failed,
+                    exit_code: None,
+                    exit_signal: None,
+                    root_pid: None,
+                },
+            );
+            return Err(TraceError::Format(e.to_string()));
+        }
+    };
+    let t0 = launched.t0_ns;
+    let root_pid = launched.root_pid;
+    let ending: Ending = launched.wait_for_end(interrupted, || {
+        progress(Progress {
+            elapsed_ns: monotonic_ns() - t0,
+            trace_bytes: readers.bytes(),
+        })
+    });
+    // Startup is over: what happens while the tree is torn down is not.
+    instance.set("tracing_on", "0")?;
+    let mapped = paths::mapped_files();
+    let exit = launched.terminate(options.grace);
+
+    let buffers = readers.finish();
+    let trace_bytes = buffers.iter().map(|b| b.len() as u64).sum();
+    let lost: Vec<LostEvents> = instance
+        .cpus()
+        .iter()
+        .map(|&cpu| LostEvents {
+            cpu,
+            events: instance.lost_events(cpu).unwrap_or(0),
+        })
+        .collect();
+    drop(instance);
+    let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
+
+    let mut events = Vec::new();
+    for buffer in &buffers {
+        ringbuf::decode_stream(buffer, &header, |ts, payload| {
+            if let Some(event) = decoder.decode(ts, payload) {
+                events.push(event);
+            }
+        })
+        .map_err(|e| TraceError::Format(format!("trace buffer: {e}")))?;
+    }
+    events.sort_by_key(|e| e.ts);
+    stage(Stage::Writing {
+        events: events.len(),
+    });
+
+    let assembled = assemble(&events, t0, root_pid, &opens, &mapped);
+    let mut batch = assembled.batch;
+    batch.lost = lost.clone();
+    batch.marks.push(Mark {
+        t_ns: ending.at_ns - t0,
+        name: "end".into(),
+    });
+    if ending.reason.is_ready() {
+        batch.marks.push(Mark {
+            t_ns: ending.at_ns - t0,
+            name: "ready".into(),
+        });
+    }
+    let summary = TraceSummary {
+        run,
+        reason: ending.reason,
+        ended_ns: ending.at_ns - t0,
+        exit,
+        lost_events: lost.iter().map(|l| l.events).sum(),
+        trace_bytes,
+        events: events.len(),
+        files: batch.files.len(),
+        unresolved_files: batch.files.iter().filter(|f| f.path.is_none()).count(),
+        processes_in_tree: batch.processes.iter().filter(|p| p.in_tree).count(),
+        pages_read: assembled.pages_read,
+        pages_read_by_tree: assembled.pages_read_by_tree,
+    };
+    profile
+        .write(run, &batch)
+        .map_err(|e| TraceError::Format(e.to_string()))?;
+    profile
+        .end_run(
+            run,
+            &RunEnd {
+                ended_ns: ending.at_ns - t0,
+                end_reason: ending.reason,
+                exit_code: exit.code,
+                exit_signal: exit.signal,
+                root_pid: Some(root_pid),
+            },
+        )
+        .map_err(|e| TraceError::Format(e.to_string()))?;
+    Ok(summary)
+}
+
+/// One thread per CPU moving raw sub-buffers out of the kernel while the
+/// program runs, so a small kernel buffer suffices for a long start.
+struct Readers {
+    stop: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<Vec<u8>>>,
+}
+
+impl Readers {
+    fn start(instance: &Instance, subbuf_size: usize) -> Result<Readers, TraceError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let bytes = Arc::new(AtomicU64::new(0));
+        let mut threads = Vec::new();
+        for &cpu in instance.cpus() {
+            let mut file: File = instance.open_cpu(cpu)?;
+            let stop = Arc::clone(&stop);
+            let bytes = Arc::clone(&bytes);
+            let thread = std::thread::Builder::new()
+                .name(format!("coldstart-cpu{cpu}"))
+                .spawn(move || {
+                    let mut out = Vec::new();
+                    loop {
+                        let done = stop.load(Ordering::Acquire);
+                        if let Ok(n) = instance::drain(&mut file, subbuf_size, &mut out) {
+                            bytes.fetch_add(n as u64, Ordering::Relaxed);
+                        }
+                        if done {
+                            return out;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                })
+                .map_err(|e| TraceError::Format(format!("cannot start a reader thread: {e}")))?;
+            threads.push(thread);
+        }
+        Ok(Readers {
+            stop,
+            bytes,
+            threads,
+        })
+    }
+
+    fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Drains what is left and returns each CPU's bytes.
+    fn finish(mut self) -> Vec<Vec<u8>> {
+        self.stop.store(true, Ordering::Release);
+        self.threads
+            .drain(..)
+            .filter_map(|t| t.join().ok())
+            .collect()
+    }
+}
+
+impl Drop for Readers {
+    fn drop(&mut self) {
+        // Buffer files must be closed before the instance can be removed.
+        self.stop.store(true, Ordering::Release);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Assembled {
+    batch: Batch,
+    pages_read: u64,
+    pages_read_by_tree: u64,
+}
+
+/// Turns decoded events into profile rows: the process tree, the files
+/// with their exact paths, and page events on the run's clock.
+fn assemble(
+    events: &[TraceEvent],
+    t0: i64,
+    root_pid: i32,
+    opens: &HashMap<FileIdentity, SeenFile>,
+    mapped: &HashMap<FileIdentity, String>,
+) -> Assembled {
+    let rel = |ts: u64| ts as i64 - t0;
+    // The process tree, in event order: the root, then whatever a member
+    // creates. A task's process (tgid) is itself unless it is a thread.
+    let mut processes: HashMap<i32, Process> = HashMap::new();
+    // The root joins the tree at its exec: before that it is coldstart's
+    // own fork, touching coldstart's pages, not the program's.
+    let mut in_tree: HashSet<i32> = HashSet::new();
+    let mut tgid_of: HashMap<i32, i32> = HashMap::from([(root_pid, root_pid)]);
+    let task = |pid: i32, processes: &mut HashMap<i32, Process>| {
+        processes.entry(pid).or_insert_with(|| Process {
+            pid,
+            ppid: None,
+            tgid: None,
+            comm: None,
+            exe: None,
+            t_start_ns: None,
+            t_end_ns: None,
+            in_tree: false,
+        });
+    };
+    let mut files: Vec<NewFile> = Vec::new();
+    let mut file_index: HashMap<FileKey, usize> = HashMap::new();
+    let mut page_events = Vec::new();
+    let mut readahead = Vec::new();
+    let mut pages_read = 0;
+    let mut pages_read_by_tree = 0;
+
+    for event in events {
+        let t_ns = rel(event.ts);
+        let mut file_id = |key: FileKey| -> i64 {
+            let next = files.len();
+            let index = *file_index.entry(key).or_insert_with(|| {
+                files.push(new_file(key, opens, mapped));
+                next
+            });
+            Batch::batch_file_id(index)
+        };
+        let mut page_event =
+            |file: FileKey, page: u64, npages: u64, kind: PageEventKind| PageEvent {
+                t_ns,
+                pid: event.tid,
+                file_id: file_id(file),
+                page,
+                npages,
+                kind,
+            };
+        match &event.kind {
+            EventKind::PageCacheAdd { file, index, order } => {
+                let npages = 1u64 << (*order).min(20);
+                pages_read += npages;
+                if in_tree.contains(&event.tid) {
+                    pages_read_by_tree += npages;
+                }
+                page_events.push(page_event(*file, *index, npages, PageEventKind::Read));
+            }
+            EventKind::PageCacheDelete { file, index, order } => {
+                let npages = 1u64 << (*order).min(20);
+                page_events.push(page_event(*file, *index, npages, PageEventKind::Evict));
+            }
+            EventKind::Fault { file, index } => {
+                page_events.push(page_event(*file, *index, 1, PageEventKind::Fault));
+            }
+            EventKind::MapPages { file, first, last } => {
+                let n = last.saturating_sub(*first) + 1;
+                page_events.push(page_event(*file, *first, n, PageEventKind::Map));
+            }
+            EventKind::GetPages { file, first, last } => {
+                let n = last.saturating_sub(*first) + 1;
+                page_events.push(page_event(*file, *first, n, PageEventKind::Access));
+            }
+            EventKind::Readahead {
+                kind,
+                file,
+                index,
+                size,
+                async_size,
+                ra_pages,
+                mmap_miss,
+                prev_pos,
+                req_count,
+                ..
+            } => {
+                let kind = match kind {
+                    crate::tracefs::events::ReadaheadKind::Sync => ReadaheadKind::Sync,
+                    crate::tracefs::events::ReadaheadKind::Async => ReadaheadKind::Async,
+                    crate::tracefs::events::ReadaheadKind::Order => ReadaheadKind::Order,
+                };
+                readahead.push(Readahead {
+                    t_ns,
+                    pid: event.tid,
+                    file_id: file_id(*file),
+                    kind,
+                    page: *index,
+                    size: u64::from(*size),
+                    async_size: u64::from(*async_size),
+                    ra_pages: u64::from(*ra_pages),
+                    mmap_miss: mmap_miss.map(u64::from),
+                    prev_pos: *prev_pos,
+                    req_count: *req_count,
+                });
+            }
+            EventKind::NewTask {
+                pid,
+                comm,
+                clone_flags,
+            } => {
+                let parent = event.tid;
+                let is_thread = clone_flags & libc::CLONE_THREAD as u64 != 0;
+                let tgid = if is_thread {
+                    tgid_of.get(&parent).copied().unwrap_or(parent)
+                } else {
+                    *pid
+                };
+                tgid_of.insert(*pid, tgid);
+                if in_tree.contains(&parent) {
+                    in_tree.insert(*pid);
+                }
+                task(*pid, &mut processes);
+                if let Some(p) = processes.get_mut(pid) {
+                    p.ppid = Some(parent);
+                    p.tgid = Some(tgid);
+                    p.comm = Some(comm.clone());
+                    p.t_start_ns = Some(t_ns);
+                }
+            }
+            EventKind::Exec {
+                pid,
+                old_pid,
+                filename,
+            } => {
+                // A thread that execs takes over its process's id.
+                if in_tree.contains(old_pid) || *pid == root_pid {
+                    in_tree.insert(*pid);
+                }
+                task(*pid, &mut processes);
+                if let Some(p) = processes.get_mut(pid) {
+                    p.exe = Some(filename.clone());
+                    p.comm = Path::new(filename)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().chars().take(15).collect());
+                    p.t_start_ns.get_or_insert(t_ns);
+                }
+            }
+            EventKind::Exit { pid, comm, .. } => {
+                task(*pid, &mut processes);
+                if let Some(p) = processes.get_mut(pid) {
+                    p.t_end_ns = Some(t_ns);
+                    p.comm.get_or_insert_with(|| comm.clone());
+                }
+            }
+        }
+    }
+    // Tasks seen only as the source of page events.
+    for e in &page_events {
+        task(e.pid, &mut processes);
+    }
+    let tree_tgids: HashSet<i32> = in_tree
+        .iter()
+        .map(|pid| tgid_of.get(pid).copied().unwrap_or(*pid))
+        .collect();
+    for file in &mut files {
+        file.opened_by_tree = opens
+            .get(&(file.dev, file.ino))
+            .is_some_and(|seen| seen.openers.iter().any(|p| tree_tgids.contains(p)));
+    }
+    let mut processes: Vec<Process> = processes
+        .into_values()
+        .map(|mut p| {
+            p.in_tree = in_tree.contains(&p.pid);
+            if p.tgid.is_none() {
+                p.tgid = tgid_of.get(&p.pid).copied();
+            }
+            if p.comm.is_none() {
+                p.comm = std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
+                    .ok()
+                    .map(|c| c.trim_end().to_string());
+            }
+            p
+        })
+        .collect();
+    processes.sort_by_key(|p| p.pid);
+    Assembled {
+        batch: Batch {
+            files,
+            processes,
+            page_events,
+            readahead,
+            marks: Vec::new(),
+            lost: Vec::new(),
+        },
+        pages_read,
+        pages_read_by_tree,
+    }
+}
+
+fn new_file(
+    key: FileKey,
+    opens: &HashMap<FileIdentity, SeenFile>,
+    mapped: &HashMap<FileIdentity, String>,
+) -> NewFile {
+    let identity = (kernel_dev_to_user(key.dev), key.ino);
+    let mut file = NewFile {
+        dev: identity.0,
+        ino: identity.1,
+        path: None,
+        size: None,
+        mtime_ns: None,
+        build_id: None,
+        opened_by_tree: false,
+    };
+    if let Some(seen) = opens.get(&identity) {
+        file.path = Some(seen.path.clone());
+        file.size = Some(seen.size);
+        file.mtime_ns = Some(seen.mtime_ns);
+    } else if let Some(path) = mapped.get(&identity) {
+        // Trust a maps path only while it still names the same inode.
+        if paths::identity_of(Path::new(path)) == Some(identity) {
+            file.path = Some(path.clone());
+            if let Ok(meta) = std::fs::metadata(path) {
+                use std::os::unix::fs::MetadataExt;
+                file.size = Some(meta.size());
+                file.mtime_ns = Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec());
+            }
+        }
+    }
+    if let Some(path) = &file.path {
+        file.build_id = build_id(Path::new(path));
+    }
+    file
+}
+
+/// The GNU build-id of an ELF file, as hex, read without disturbing the
+/// page cache: only from the ELF header and PT_NOTE segments, and only when
+/// the pages holding them are already resident (the traced program read
+/// them), so recording a run never makes more of a file resident.
+pub fn build_id(path: &Path) -> Option<String> {
+    let file = File::open(path).ok()?;
+    // SAFETY: read-only map; a concurrent truncation would SIGBUS, the
+    // same risk every ELF reader takes.
+    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    // No readahead around what we do read.
+    let _ = map.advise(memmap2::Advice::Random);
+    let data: &[u8] = &map;
+    let resident = |start: usize, end: usize| all_resident(&map, start, end);
+    if !resident(0, 64.min(data.len())) || data.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    match data.get(4)? {
+        1 => build_id_of::<object::elf::FileHeader32<object::Endianness>>(data, &resident),
+        2 => build_id_of::<object::elf::FileHeader64<object::Endianness>>(data, &resident),
+        _ => None,
+    }
+}
+
+fn build_id_of<H: object::read::elf::FileHeader<Endian = object::Endianness>>(
+    data: &[u8],
+    resident: &dyn Fn(usize, usize) -> bool,
+) -> Option<String> {
+    use object::read::elf::ProgramHeader;
+    let header = H::parse(data).ok()?;
+    let endian = header.endian().ok()?;
+    let phoff: u64 = header.e_phoff(endian).into();
+    let phsize = usize::from(header.e_phentsize(endian)) * usize::from(header.e_phnum(endian));
+    if !resident(phoff as usize, (phoff as usize).checked_add(phsize)?) {
+        return None;
+    }
+    for segment in header.program_headers(endian, data).ok()? {
+        if segment.p_type(endian) != object::elf::PT_NOTE {
+            continue;
+        }
+        let (offset, size) = segment.file_range(endian);
+        if !resident(
+            offset as usize,
+            (offset as usize).checked_add(size as usize)?,
+        ) {
+            continue;
+        }
+        let Ok(Some(mut notes)) = segment.notes(endian, data) else {
+            continue;
+        };
+        while let Ok(Some(note)) = notes.next() {
+            if note.name() == b"GNU" && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID {
+                return Some(note.desc().iter().map(|b| format!("{b:02x}")).collect());
+            }
+        }
+    }
+    None
+}
+
+/// True when every page of [start, end) of the mapping is in the page cache.
+fn all_resident(map: &memmap2::Mmap, start: usize, end: usize) -> bool {
+    let page = page_size() as usize;
+    let end = end.min(map.len());
+    if start >= end {
+        return start == end;
+    }
+    let first = start / page * page;
+    let pages = (end - first).div_ceil(page);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: the range lies inside the live mapping; vec has one byte per page.
+    let rc = unsafe {
+        libc::mincore(
+            map.as_ptr().add(first) as *mut libc::c_void,
+            end - first,
+            vec.as_mut_ptr(),
+        )
+    };
+    rc == 0 && vec.iter().all(|v| v & 1 == 1)
+}
+
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf never fails for _SC_PAGESIZE.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+}
+
+fn unix_now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// read_ahead_kb of the block device holding `program` (looked up in PATH
+/// when it has no slash).
+pub fn read_ahead_kb_for(program: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let resolved = if program.components().count() > 1 {
+        program.to_path_buf()
+    } else {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())?
+    };
+    let dev = std::fs::metadata(resolved).ok()?.dev();
+    read_ahead_kb_of_device(dev)
+}
+
+/// read_ahead_kb of a device (a partition reports its disk's).
+pub fn read_ahead_kb_of_device(dev: u64) -> Option<u64> {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    [
+        base.join("queue/read_ahead_kb"),
+        base.join("../queue/read_ahead_kb"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok())
+    .and_then(|t| t.trim().parse().ok())
+}
