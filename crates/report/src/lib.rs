@@ -2,7 +2,11 @@
 //! human tables or Markdown. JSON is serde over the same types, written by
 //! the CLI, so every format shows the same numbers.
 
+pub mod chart;
+pub mod html;
 pub mod inspect;
+pub mod perfetto;
+pub mod run;
 pub mod table;
 
 pub use table::Style;

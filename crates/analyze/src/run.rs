@@ -1,0 +1,527 @@
+//! One run's report: per file (and ELF section, and symbol) what was read
+//! into the page cache versus what startup touched, how many read
+//! requests that took and how far the reads jumped around.
+//!
+//! Only events of the traced process tree count toward a file's figures;
+//! files only other processes read are listed apart.
+
+use crate::model::*;
+use crate::pages::{self, PageSet, Request};
+use coldstart_binary::OffsetIndex;
+use coldstart_profile::{
+    File, FileId, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
+};
+use globset::GlobMatcher;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+/// What to analyse.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The run; the latest complete one when None.
+    pub run: Option<RunId>,
+    /// Only files whose path matches.
+    pub file: Option<GlobMatcher>,
+    /// Include page lists.
+    pub pages: bool,
+    /// Attribute to ELF sections and symbols (reads the files).
+    pub attribute: bool,
+}
+
+/// Errors are the profile's: a missing run, a damaged file.
+pub type Result<T> = std::result::Result<T, coldstart_profile::Error>;
+
+/// Analyses one run of a profile.
+pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timeline)> {
+    let run = profile.run(options.run)?;
+    let files = profile.files(run.id)?;
+    let events = profile.page_events(run.id)?;
+    let readahead = profile.readahead(run.id)?;
+    let processes = profile.processes(run.id)?;
+    let marks = profile.marks(run.id)?;
+    let page_size = run.start.page_size.max(1);
+
+    let in_tree: HashSet<i32> = processes
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| p.pid)
+        .collect();
+    let names: HashMap<i32, &Process> = processes.iter().map(|p| (p.pid, p)).collect();
+    let mut by_file: HashMap<FileId, Vec<&PageEvent>> = HashMap::new();
+    for event in &events {
+        by_file.entry(event.file_id).or_default().push(event);
+    }
+    let mut ra_by_file: HashMap<FileId, Vec<&Readahead>> = HashMap::new();
+    for decision in &readahead {
+        ra_by_file
+            .entry(decision.file_id)
+            .or_default()
+            .push(decision);
+    }
+
+    let mut reports = Vec::new();
+    let mut outside = Vec::new();
+    let mut timelines = Vec::new();
+    let mut warnings = Vec::new();
+    for file in &files {
+        let label = label(file);
+        if let Some(glob) = &options.file
+            && !glob.is_match(&label)
+        {
+            continue;
+        }
+        let all = by_file.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
+        let (tree, others): (Vec<&PageEvent>, Vec<&PageEvent>) =
+            all.iter().partition(|e| in_tree.contains(&e.pid));
+        if tree.is_empty() {
+            let read = PageSet::from_ranges(
+                others
+                    .iter()
+                    .filter(|e| e.kind == PageEventKind::Read)
+                    .map(|e| (e.page, e.npages))
+                    .collect(),
+            );
+            if !read.is_empty() {
+                outside.push(OutsideFile {
+                    path: label,
+                    pages_read: read.len(),
+                    processes: process_names(others.iter().map(|e| e.pid), &names),
+                });
+            }
+            continue;
+        }
+        let ra = ra_by_file.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
+        let (report, timeline) = file_report(
+            file,
+            label,
+            &tree,
+            !others.is_empty(),
+            ra,
+            &names,
+            page_size,
+            options,
+        );
+        if let Some(note) = &report.attribution
+            && options.attribute
+            && file.path.is_some()
+            && !note.starts_with("not ELF")
+        {
+            warnings.push(format!("{}: {note}", report.path));
+        }
+        reports.push(report);
+        timelines.push(timeline);
+    }
+    // Biggest readers first; the timeline follows the same order.
+    let mut order: Vec<usize> = (0..reports.len()).collect();
+    order.sort_by(|&a, &b| {
+        reports[b]
+            .bytes_read
+            .cmp(&reports[a].bytes_read)
+            .then(reports[b].bytes_touched.cmp(&reports[a].bytes_touched))
+            .then(reports[a].path.cmp(&reports[b].path))
+    });
+    let mut slots: Vec<Option<(FileReport, FileTimeline)>> =
+        reports.into_iter().zip(timelines).map(Some).collect();
+    let (reports, timelines): (Vec<FileReport>, Vec<FileTimeline>) =
+        order.iter().filter_map(|&i| slots[i].take()).unzip();
+    outside.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
+
+    if run.lost_events > 0 {
+        warnings.push(format!(
+            "the kernel dropped {} trace events: figures are lower bounds; trace again with a bigger --buffer-mb",
+            run.lost_events
+        ));
+    }
+    if !run.complete {
+        warnings.push("this run was not completed (coldstart was killed while recording)".into());
+    }
+    let ready_ns = marks.iter().find(|m| m.name == "ready").map(|m| m.t_ns);
+    let process_infos: Vec<ProcessInfo> = processes.iter().filter(|p| p.in_tree).cloned().collect();
+    let totals = totals(&reports);
+    let report = RunReport {
+        profile: profile.path().display().to_string(),
+        run: run_info(&run, ready_ns),
+        totals,
+        files: reports,
+        outside_files: outside,
+        processes: process_infos.clone(),
+        warnings,
+    };
+    let timeline = Timeline {
+        page_size,
+        ready_ns,
+        ended_ns: run.ended_ns,
+        files: timelines,
+        processes: process_infos,
+    };
+    Ok((report, timeline))
+}
+
+fn run_info(run: &Run, ready_ns: Option<i64>) -> RunInfo {
+    RunInfo {
+        id: run.id,
+        argv: run.start.argv.clone(),
+        cache_mode: run.start.cache_mode.as_str().to_string(),
+        kernel: run.start.kernel.clone(),
+        page_size: run.start.page_size,
+        read_ahead_kb: run.start.read_ahead_kb,
+        end_reason: run.end_reason.map(|r| r.as_str().to_string()),
+        exit_code: run.exit_code,
+        exit_signal: run.exit_signal,
+        ready_ns,
+        ended_ns: run.ended_ns,
+        lost_events: run.lost_events,
+        complete: run.complete,
+    }
+}
+
+/// A file's label: its path, or its identity when unresolved.
+pub fn label(file: &File) -> String {
+    match &file.path {
+        Some(path) => path.clone(),
+        None => format!(
+            "[dev {}:{} inode {}]",
+            libc_major(file.dev),
+            libc_minor(file.dev),
+            file.ino
+        ),
+    }
+}
+
+// glibc's encoding of dev_t, without a libc dependency here.
+fn libc_major(dev: u64) -> u64 {
+    ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff)
+}
+
+fn libc_minor(dev: u64) -> u64 {
+    ((dev >> 12) & 0xffff_ff00) | (dev & 0xff)
+}
+
+fn process_names(pids: impl Iterator<Item = i32>, names: &HashMap<i32, &Process>) -> Vec<String> {
+    let mut seen = Vec::new();
+    for pid in pids {
+        if !seen.contains(&pid) {
+            seen.push(pid);
+        }
+    }
+    seen.iter()
+        .map(|pid| {
+            let comm = names
+                .get(pid)
+                .and_then(|p| p.comm.as_deref())
+                .unwrap_or("?");
+            format!("{comm} ({pid})")
+        })
+        .collect()
+}
+
+fn set_of(events: &[&PageEvent], kind: PageEventKind) -> PageSet {
+    PageSet::from_ranges(
+        events
+            .iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| (e.page, e.npages))
+            .collect(),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn file_report(
+    file: &File,
+    label: String,
+    tree: &[&PageEvent],
+    touched_by_others: bool,
+    readahead: &[&Readahead],
+    names: &HashMap<i32, &Process>,
+    page_size: u64,
+    options: &Options,
+) -> (FileReport, FileTimeline) {
+    let read = set_of(tree, PageEventKind::Read);
+    let faulted = set_of(tree, PageEventKind::Fault);
+    let mapped = set_of(tree, PageEventKind::Map);
+    let accessed = set_of(tree, PageEventKind::Access);
+    let touched = faulted.union(&accessed);
+    let reads: Vec<&PageEvent> = tree
+        .iter()
+        .copied()
+        .filter(|e| e.kind == PageEventKind::Read)
+        .collect();
+    let requests = pages::read_requests(&reads, readahead);
+    let (seek_forward_bytes, seek_backward_bytes) = pages::seeks(&requests, page_size);
+    let used: Vec<&PageEvent> = tree
+        .iter()
+        .copied()
+        .filter(|e| e.kind != PageEventKind::Evict)
+        .collect();
+    let size_bytes = |set: &PageSet| match file.size {
+        Some(size) => set.bytes_overlapping(0, size, page_size),
+        None => set.len() * page_size,
+    };
+
+    let mut report = FileReport {
+        path: label.clone(),
+        resolved: file.path.is_some(),
+        dev: file.dev,
+        ino: file.ino,
+        size: file.size,
+        build_id: file.build_id.clone(),
+        pages_read: read.len(),
+        bytes_read: size_bytes(&read),
+        pages_faulted: faulted.len(),
+        pages_mapped: mapped.len(),
+        pages_accessed: accessed.len(),
+        pages_touched: touched.len(),
+        bytes_touched: size_bytes(&touched),
+        read_amplification: ratio(read.len(), touched.len()),
+        read_requests: requests.len() as u64,
+        seek_forward_bytes,
+        seek_backward_bytes,
+        first_access_ns: used.iter().map(|e| e.t_ns).min(),
+        last_access_ns: used.iter().map(|e| e.t_ns).max(),
+        processes: process_names(tree.iter().map(|e| e.pid), names),
+        touched_by_others,
+        opened_by_tree: file.opened_by_tree,
+        sections: None,
+        attribution: None,
+        symbols: Vec::new(),
+        symbol_source: None,
+        pages: options.pages.then(|| PageLists {
+            read: read.inclusive(),
+            faulted: faulted.inclusive(),
+            mapped: mapped.inclusive(),
+            accessed: accessed.inclusive(),
+        }),
+    };
+    let mut bands = Vec::new();
+    if options.attribute {
+        match open_index(file) {
+            Ok(index) => {
+                let touches: Vec<&PageEvent> = tree
+                    .iter()
+                    .copied()
+                    .filter(|e| matches!(e.kind, PageEventKind::Fault | PageEventKind::Access))
+                    .collect();
+                attribute(
+                    &mut report,
+                    &index,
+                    &Sets {
+                        read: &read,
+                        faulted: &faulted,
+                        mapped: &mapped,
+                        touched: &touched,
+                    },
+                    &touches,
+                    page_size,
+                );
+                bands = index
+                    .sections()
+                    .iter()
+                    .map(|s| Band {
+                        name: s.name.clone(),
+                        offset: s.offset,
+                        size: s.size,
+                    })
+                    .collect();
+            }
+            Err(note) => report.attribution = Some(note),
+        }
+    }
+    let highest = tree
+        .iter()
+        .map(|e| (e.page + e.npages) * page_size)
+        .max()
+        .unwrap_or(0);
+    let timeline = FileTimeline {
+        path: label,
+        size: file.size.unwrap_or(0).max(highest),
+        points: tree
+            .iter()
+            .map(|e| TimelinePoint {
+                t_ns: e.t_ns,
+                pid: e.pid,
+                page: e.page,
+                npages: e.npages,
+                kind: e.kind,
+            })
+            .collect(),
+        requests: requests.iter().map(request_of).collect(),
+        sections: bands,
+    };
+    (report, timeline)
+}
+
+fn request_of(r: &Request) -> ReadRequest {
+    ReadRequest {
+        t_start_ns: r.t_start_ns,
+        t_end_ns: r.t_end_ns,
+        pid: r.pid,
+        first_page: r.first,
+        npages: r.npages,
+    }
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+/// The file's offset index, if it is still the file that was traced.
+fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = &file.path else {
+        return Err("path unknown".into());
+    };
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it now: {e}"))?;
+    let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+    if file.size.is_some_and(|s| s != meta.size()) || file.mtime_ns.is_some_and(|m| m != mtime_ns) {
+        return Err(
+            "changed since the trace (size or mtime differ): sections and symbols not attributed"
+                .into(),
+        );
+    }
+    let index = OffsetIndex::from_path(Path::new(path)).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("not") && !text.contains("ELF") {
+            format!("not ELF: {text}")
+        } else {
+            format!("not ELF or unreadable: {text}")
+        }
+    })?;
+    Ok(index)
+}
+
+struct Sets<'a> {
+    read: &'a PageSet,
+    faulted: &'a PageSet,
+    mapped: &'a PageSet,
+    touched: &'a PageSet,
+}
+
+fn attribute(
+    report: &mut FileReport,
+    index: &OffsetIndex,
+    sets: &Sets<'_>,
+    touches: &[&PageEvent],
+    page_size: u64,
+) {
+    report.symbol_source = Some(format!("{:?}", index.symbol_source()).to_lowercase());
+    // Symbols in order of first touch: events come in time order.
+    let symbols = index.symbols();
+    // symbols_in yields references into symbols(); their position is the
+    // symbol's index.
+    let index_of = |s: &coldstart_binary::SymbolSpan| {
+        (s as *const _ as usize - symbols.as_ptr() as usize)
+            / std::mem::size_of::<coldstart_binary::SymbolSpan>()
+    };
+    let mut first_touch: HashMap<usize, i64> = HashMap::new();
+    let mut order = Vec::new();
+    for event in touches {
+        let start = event.page * page_size;
+        let end = (event.page + event.npages) * page_size;
+        for i in index.symbols_in(start, end).map(index_of) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = first_touch.entry(i) {
+                slot.insert(event.t_ns);
+                order.push(i);
+            }
+        }
+    }
+    let sections = index.sections();
+    let mut per_section_symbols = vec![0u64; sections.len()];
+    report.symbols = order
+        .iter()
+        .map(|&i| {
+            let s = &symbols[i];
+            if let Some(sec) = s.section {
+                per_section_symbols[sec] += 1;
+            }
+            SymbolTouch {
+                name: s.name().to_string(),
+                offset: s.offset,
+                size: s.size,
+                section: s.section.map(|sec| sections[sec].name.clone()),
+                first_touch_ns: first_touch[&i],
+            }
+        })
+        .collect();
+
+    let file_size = index.file_size();
+    let row = |name: String, ranges: &[(u64, u64)], symbols: u64| {
+        let bytes = |set: &PageSet| {
+            ranges
+                .iter()
+                .map(|&(a, b)| set.bytes_overlapping(a, b, page_size))
+                .sum()
+        };
+        let pages = |set: &PageSet| {
+            ranges
+                .iter()
+                .map(|&(a, b)| set.pages_overlapping(a, b, page_size))
+                .sum()
+        };
+        SectionReport {
+            offset: ranges.first().map(|r| r.0).unwrap_or(0),
+            size: ranges.iter().map(|(a, b)| b - a).sum(),
+            name,
+            bytes_read: bytes(sets.read),
+            bytes_faulted: bytes(sets.faulted),
+            bytes_mapped: bytes(sets.mapped),
+            bytes_touched: bytes(sets.touched),
+            pages_read: pages(sets.read),
+            pages_touched: pages(sets.touched),
+            symbols_touched: symbols,
+        }
+    };
+    let mut rows: Vec<SectionReport> = sections
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            row(
+                s.name.clone(),
+                &[(s.offset, s.offset + s.size)],
+                per_section_symbols[i],
+            )
+        })
+        .collect();
+    // Bytes no section claims (headers, padding, section tables), so the
+    // rows add up to the file.
+    let mut gaps = Vec::new();
+    let mut cursor = 0;
+    let mut spans: Vec<(u64, u64)> = sections
+        .iter()
+        .map(|s| (s.offset, s.offset + s.size))
+        .collect();
+    spans.sort_unstable();
+    for (a, b) in spans {
+        if a > cursor {
+            gaps.push((cursor, a));
+        }
+        cursor = cursor.max(b);
+    }
+    if file_size > cursor {
+        gaps.push((cursor, file_size));
+    }
+    if !gaps.is_empty() {
+        rows.push(row("[outside sections]".into(), &gaps, 0));
+    }
+    report.sections = Some(rows);
+}
+
+fn totals(files: &[FileReport]) -> Totals {
+    let mut t = Totals {
+        files: files.len(),
+        ..Totals::default()
+    };
+    for f in files {
+        t.pages_read += f.pages_read;
+        t.bytes_read += f.bytes_read;
+        t.pages_faulted += f.pages_faulted;
+        t.pages_mapped += f.pages_mapped;
+        t.pages_accessed += f.pages_accessed;
+        t.pages_touched += f.pages_touched;
+        t.bytes_touched += f.bytes_touched;
+        t.read_requests += f.read_requests;
+        t.seek_forward_bytes += f.seek_forward_bytes;
+        t.seek_backward_bytes += f.seek_backward_bytes;
+    }
+    t.read_amplification = ratio(t.pages_read, t.pages_touched);
+    t
+}
