@@ -12,13 +12,16 @@ coldstart finds out why a big program (a browser, an office suite, an IDE) waits
 for the disk when it starts from a cold page cache, and fixes it: prefetch plans, \
 linker order files and loader-friendly ELF.
 
-Today it inspects binaries (what the dynamic loader must read and do before main) \
-and builds its own sample application to demonstrate on.";
+Today it inspects binaries (what the dynamic loader must read and do before main), \
+traces a program's start page by page into a profile database and reports what it \
+read versus what it touched, per file, ELF section and symbol, with charts.";
 
 const EXAMPLES: &str = "\
 Examples:
   coldstart demo                                  build the sample app and inspect it
   coldstart inspect /usr/lib/firefox-esr/libxul.so
+  sudo coldstart trace -o ff.db -- firefox-esr --headless --screenshot /tmp/x.png about:blank
+  coldstart report ff.db --html ff.html
   coldstart inspect --json /usr/bin/python3 | jq .relocations.by_type
   coldstart completions bash > /etc/bash_completion.d/coldstart";
 
@@ -42,6 +45,14 @@ pub enum Command {
     /// Show what a binary makes the loader read and do at startup
     #[command(after_help = INSPECT_EXAMPLES, long_about = INSPECT_LONG)]
     Inspect(InspectArgs),
+    /// Trace a program's start page by page into a profile
+    #[command(after_help = TRACE_EXAMPLES, long_about = TRACE_LONG)]
+    Trace(TraceArgs),
+    /// List the runs in a profile
+    Runs(RunsArgs),
+    /// Explain a traced run: per file, section and symbol, read versus touched
+    #[command(after_help = REPORT_EXAMPLES, long_about = REPORT_LONG)]
+    Report(ReportArgs),
     /// Build the bundled sample application and run coldstart on it
     #[command(after_help = DEMO_EXAMPLES, long_about = DEMO_LONG)]
     Demo(DemoArgs),
@@ -110,6 +121,164 @@ fn parse_limit(text: &str) -> Result<Limit, String> {
     text.parse::<usize>()
         .map(|n| Limit(Some(n)))
         .map_err(|_| format!("expected a number or \"all\", not {text:?}"))
+}
+
+const TRACE_LONG: &str = "\
+Run a program under kernel tracepoints (in a private tracefs instance that is always \
+removed afterwards) and record, page by page, what entered the page cache, which \
+pages were faulted, mapped by fault-around or read(), by which process and when. \
+Paths are resolved exactly from the files the program opens. The run is appended to \
+the profile database (SQLite), which can hold many runs.
+
+Needs root. Started through sudo, the program runs as the invoking user (SUDO_UID), \
+never as root, unless --as-root is given.
+
+The run ends when the program exits, when a line of its output matches --ready-regex, \
+when --ready-file appears, or at --timeout; then its whole process tree is terminated. \
+Ctrl-C stops the run, keeps what was recorded and cleans up.";
+
+const TRACE_EXAMPLES: &str = "\
+Examples:
+  sudo coldstart trace -- /usr/bin/python3 -c 'import json'
+  sudo coldstart trace -o ff.db --ready-regex . -- firefox-esr --headless --screenshot /tmp/x.png about:blank
+  sudo coldstart trace --cache selective -o ff.db -- firefox-esr ...   (evicts the files of the previous run)
+  sudo coldstart trace --cache warm --json -o app.db -- ./app";
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Profile database to append the run to (created if missing)
+    #[arg(short, long, default_value = "coldstart.db", value_name = "PROFILE.db")]
+    pub output: PathBuf,
+
+    /// Page cache state before the start: cold drops the whole cache, selective evicts
+    /// only the files the program used (from a previous run), warm runs it once first
+    #[arg(long, value_enum, default_value_t = CacheArg::Cold)]
+    pub cache: CacheArg,
+
+    /// File to evict before the start (repeatable); implies --cache selective and
+    /// replaces the files of a previous run
+    #[arg(long, value_name = "PATH")]
+    pub evict: Vec<PathBuf>,
+
+    /// Profile whose latest run names the files to evict for --cache selective
+    /// [default: the output profile]
+    #[arg(long, value_name = "PROFILE.db")]
+    pub evict_from: Option<PathBuf>,
+
+    /// Startup is over when a line of the program's output matches this regex
+    #[arg(long, value_name = "RE", conflicts_with = "ready_file")]
+    pub ready_regex: Option<String>,
+
+    /// Startup is over when this file exists
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+
+    /// Give up after this many seconds (the run is kept, marked timeout)
+    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    pub timeout: f64,
+
+    /// Trace buffer per CPU, in MiB
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub buffer_mb: u64,
+
+    /// Run the program as root even when started through sudo
+    #[arg(long)]
+    pub as_root: bool,
+
+    /// Print the run summary as JSON (the program's output goes to stderr)
+    #[arg(long)]
+    pub json: bool,
+
+    /// The program and its arguments
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CacheArg {
+    Cold,
+    Selective,
+    Warm,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Profile database
+    #[arg(value_name = "PROFILE.db")]
+    pub profile: PathBuf,
+
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+const REPORT_LONG: &str = "\
+Explain one traced run: per file, the bytes and pages read into the page cache, pages \
+faulted, pages mapped by fault-around, pages accessed by read(), read amplification \
+(read / touched), read requests, forward and backward seek distance, first and last \
+access and which processes; for ELF files the same per section and the symbols on \
+touched pages. Only the traced process tree counts; files only other processes read \
+are listed apart.
+
+--svg and --html draw, per file, time against file offset: a dot per page read, a \
+cross per page touched, bands for ELF sections. --perfetto writes a timeline for \
+ui.perfetto.dev. JSON field names are documented in docs/report-json.md.";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  coldstart report ff.db
+  coldstart report ff.db --file '*libxul*' --json | jq '.files[0].sections'
+  coldstart report ff.db --run 2 --html ff.html --svg ff.svg --perfetto ff.json";
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Profile database
+    #[arg(value_name = "PROFILE.db")]
+    pub profile: PathBuf,
+
+    /// Run to report [default: the latest complete run]
+    #[arg(long, value_name = "N")]
+    pub run: Option<i64>,
+
+    /// Only files whose path matches this glob (e.g. '*libxul*')
+    #[arg(long, value_name = "GLOB")]
+    pub file: Option<String>,
+
+    /// Print JSON
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+
+    /// Print Markdown tables
+    #[arg(long)]
+    pub markdown: bool,
+
+    /// Include the page lists (JSON) or page extents (text)
+    #[arg(long)]
+    pub pages: bool,
+
+    /// Files to show in the text report: a number or "all"
+    #[arg(long, default_value = "25", value_name = "N|all", value_parser = parse_limit)]
+    pub top: Limit,
+
+    /// Symbols to list per file in the text report: a number or "all"
+    #[arg(long, default_value = "10", value_name = "N|all", value_parser = parse_limit)]
+    pub symbols: Limit,
+
+    /// Do not read the traced files for ELF sections and symbols
+    #[arg(long)]
+    pub no_attribution: bool,
+
+    /// Write the chart as SVG
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+
+    /// Write one self-contained HTML page with tables and charts
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+
+    /// Write a timeline for ui.perfetto.dev (Chrome trace JSON)
+    #[arg(long, value_name = "OUT.json")]
+    pub perfetto: Option<PathBuf>,
 }
 
 const DEMO_LONG: &str = "\

@@ -13,6 +13,9 @@ fn main() -> ExitCode {
     let cli = args::Cli::parse();
     let result = match cli.command {
         args::Command::Inspect(a) => commands::inspect::run(&a),
+        args::Command::Trace(a) => commands::trace::run(&a),
+        args::Command::Runs(a) => commands::runs::run(&a),
+        args::Command::Report(a) => commands::report::run(&a),
         args::Command::Demo(a) => commands::demo::run(&a),
         args::Command::Completions { shell } => commands::completions(shell),
         args::Command::Manpage => commands::manpage(),

@@ -55,3 +55,14 @@ pub fn progress(total: u64, message: &str) -> ProgressBar {
 pub fn step(text: &str) {
     eprintln!("{text}");
 }
+
+/// A spinner with a message on stderr, hidden when stderr is not a terminal.
+pub fn spinner() -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    if std::io::stderr().is_terminal() {
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    bar
+}

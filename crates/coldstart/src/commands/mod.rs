@@ -3,6 +3,9 @@
 
 pub mod demo;
 pub mod inspect;
+pub mod report;
+pub mod runs;
+pub mod trace;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,299 @@
+//! `coldstart trace`: one traced run of a program, appended to a profile,
+//! with a spinner while it runs and a one-screen summary at the end.
+
+use crate::args::{CacheArg, TraceArgs};
+use crate::output;
+use anyhow::{Context, bail};
+use coldstart_analyze as analyze;
+use coldstart_profile::{CacheMode, EndReason, Profile};
+use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+use coldstart_record::trace::{self, Stage, TraceOptions};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
+    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    if args.buffer_mb == 0 {
+        bail!("--buffer-mb must be at least 1");
+    }
+    let ready_regex = args
+        .ready_regex
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--ready-regex is not a valid regular expression")?;
+    // SAFETY: geteuid never fails.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "coldstart trace needs root for kernel tracing and dropping caches; run it as: sudo coldstart trace ... (the program still runs as you)"
+        );
+    }
+    let identity =
+        Identity::invoking_user(args.as_root).context("cannot look up the invoking user")?;
+    let cache = match args.cache {
+        _ if !args.evict.is_empty() => CacheMode::Selective,
+        CacheArg::Cold => CacheMode::Cold,
+        CacheArg::Selective => CacheMode::Selective,
+        CacheArg::Warm => CacheMode::Warm,
+    };
+    let evict = if !args.evict.is_empty() {
+        args.evict.clone()
+    } else if cache == CacheMode::Selective {
+        files_to_evict(args.evict_from.as_deref().unwrap_or(&args.output))?
+    } else {
+        Vec::new()
+    };
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("cannot install the Ctrl-C handler")?;
+    }
+
+    let existed = args.output.exists();
+    let mut profile = Profile::create_or_open(&args.output)?;
+    if !existed && identity.switches() {
+        give_to(&args.output, &identity);
+    }
+    let options = TraceOptions {
+        launch: LaunchSpec {
+            argv: args.command.clone(),
+            identity: identity.clone(),
+            ready_regex,
+            ready_file: args.ready_file.clone(),
+            timeout: Some(Duration::from_secs_f64(args.timeout)),
+            forward: if args.json {
+                Forward::ToStderr
+            } else {
+                Forward::Through
+            },
+        },
+        cache,
+        evict,
+        buffer_kb_per_cpu: args.buffer_mb * 1024,
+        grace: Duration::from_millis(500),
+    };
+    let spinner = output::spinner();
+    let summary = trace::trace(
+        &mut profile,
+        &options,
+        &interrupted,
+        |stage| match stage {
+            Stage::RemovedStale(names) => spinner.println(format!(
+                "coldstart: removed trace instances left by an earlier coldstart: {}",
+                names.join(", ")
+            )),
+            Stage::DroppingCaches => spinner.set_message("dropping the page cache"),
+            Stage::Evicting {
+                files,
+                still_resident_pages,
+            } => {
+                spinner.println(format!(
+                    "coldstart: evicted {files} files of the previous run{}",
+                    if still_resident_pages > 0 {
+                        format!(" ({still_resident_pages} pages stay resident: mapped by running processes)")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            Stage::WarmingUp => spinner.set_message("warm-up run (untraced)"),
+            Stage::Tracing => spinner.set_message("tracing"),
+            Stage::Writing { events } => {
+                spinner.set_message(format!("writing {events} events to the profile"))
+            }
+            Stage::Warning(text) => spinner.println(format!("coldstart: warning: {text}")),
+        },
+        |progress| {
+            spinner.set_message(format!(
+                "tracing {:.1} s, {} of trace data",
+                progress.elapsed_ns as f64 / 1e9,
+                coldstart_binary::human_bytes(progress.trace_bytes)
+            ))
+        },
+    )
+    .with_context(|| format!("tracing {}", args.command.first().map(|c| c.to_string_lossy()).unwrap_or_default()));
+    spinner.finish_and_clear();
+    let summary = summary?;
+    if !existed && identity.switches() {
+        give_to(&args.output, &identity);
+    }
+
+    let (report, _) = analyze::analyze(
+        &profile,
+        &analyze::Options {
+            run: Some(summary.run),
+            attribute: false,
+            ..Default::default()
+        },
+    )?;
+    let view = Summary {
+        profile: args.output.display().to_string(),
+        run: summary.run,
+        end_reason: summary.reason.as_str(),
+        ready_ms: report.run.ready_ns.map(ms),
+        ended_ms: ms(summary.ended_ns),
+        exit_code: summary.exit.code,
+        exit_signal: summary.exit.signal,
+        processes: summary.processes_in_tree,
+        files: report.files.len(),
+        unresolved_files: summary.unresolved_files,
+        outside_files: report.outside_files.len(),
+        bytes_read: report.totals.bytes_read,
+        bytes_touched: report.totals.bytes_touched,
+        read_requests: report.totals.read_requests,
+        read_amplification: report.totals.read_amplification,
+        events: summary.events,
+        lost_events: summary.lost_events,
+        top_files: report
+            .files
+            .iter()
+            .take(5)
+            .map(|f| TopFile {
+                path: f.path.clone(),
+                bytes_read: f.bytes_read,
+                bytes_touched: f.bytes_touched,
+            })
+            .collect(),
+    };
+    if args.json {
+        output::print_json(&view)?;
+    } else {
+        output::print_text(&render(&view))?;
+    }
+    Ok(match summary.reason {
+        EndReason::Interrupted => ExitCode::from(130),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// The files the program used in the latest run of `profile`.
+fn files_to_evict(profile: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let profile = Profile::open(profile).with_context(|| {
+        "--cache selective evicts the files of a previous run: trace once with --cache cold first, or give --evict-from PROFILE"
+    })?;
+    let (report, _) = analyze::analyze(
+        &profile,
+        &analyze::Options {
+            attribute: false,
+            ..Default::default()
+        },
+    )?;
+    Ok(report
+        .files
+        .iter()
+        .filter(|f| f.resolved)
+        .map(|f| PathBuf::from(&f.path))
+        .collect())
+}
+
+/// A profile created through sudo belongs to the user, like their files.
+fn give_to(path: &Path, identity: &Identity) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::os::unix::fs::chown(Path::new(&name), Some(identity.uid), Some(identity.gid));
+    }
+}
+
+fn ms(ns: i64) -> f64 {
+    (ns as f64 / 1e4).round() / 100.0
+}
+
+#[derive(Serialize)]
+struct Summary {
+    profile: String,
+    run: i64,
+    end_reason: &'static str,
+    ready_ms: Option<f64>,
+    ended_ms: f64,
+    exit_code: Option<i32>,
+    exit_signal: Option<i32>,
+    processes: usize,
+    files: usize,
+    unresolved_files: usize,
+    outside_files: usize,
+    bytes_read: u64,
+    bytes_touched: u64,
+    read_requests: u64,
+    read_amplification: Option<f64>,
+    events: usize,
+    lost_events: u64,
+    top_files: Vec<TopFile>,
+}
+
+#[derive(Serialize)]
+struct TopFile {
+    path: String,
+    bytes_read: u64,
+    bytes_touched: u64,
+}
+
+fn render(s: &Summary) -> String {
+    use coldstart_binary::human_bytes;
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "\nrun {} in {}: {}", s.run, s.profile, s.end_reason);
+    match s.ready_ms {
+        Some(ready) => {
+            let _ = writeln!(out, "  ready after      {ready:.1} ms");
+        }
+        None => {
+            let _ = writeln!(out, "  ended after      {:.1} ms (never ready)", s.ended_ms);
+        }
+    }
+    if let Some(code) = s.exit_code {
+        let _ = writeln!(out, "  exit status      {code}");
+    }
+    if let Some(signal) = s.exit_signal {
+        let _ = writeln!(out, "  killed by signal {signal}");
+    }
+    let _ = writeln!(out, "  processes        {}", s.processes);
+    let _ = writeln!(
+        out,
+        "  files            {} ({} without a path, {} read only by other processes)",
+        s.files, s.unresolved_files, s.outside_files
+    );
+    let _ = writeln!(out, "  read into cache  {}", human_bytes(s.bytes_read));
+    let _ = writeln!(
+        out,
+        "  touched          {}{}",
+        human_bytes(s.bytes_touched),
+        s.read_amplification
+            .map(|a| format!("   (read amplification {a:.1}x)"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(out, "  read requests    {}", s.read_requests);
+    let _ = writeln!(out, "  trace events     {}", s.events);
+    if s.lost_events > 0 {
+        let _ = writeln!(
+            out,
+            "  LOST EVENTS      {} (figures are lower bounds; use a bigger --buffer-mb)",
+            s.lost_events
+        );
+    }
+    if !s.top_files.is_empty() {
+        let _ = writeln!(out, "\n  most read:");
+        for f in &s.top_files {
+            let _ = writeln!(
+                out,
+                "  {:>10} read {:>10} touched  {}",
+                human_bytes(f.bytes_read),
+                human_bytes(f.bytes_touched),
+                f.path
+            );
+        }
+    }
+    let _ = writeln!(out, "\nnext: coldstart report {}", s.profile);
+    out
+}

@@ -1,0 +1,469 @@
+//! `coldstart trace` end to end, as root, against oracles outside the
+//! tracer: a test program whose page touches are known by construction,
+//! mincore for what ended up resident, /proc for leftover processes and
+//! tracefs for leftover instances.
+
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PAGE: u64 = 4096;
+
+fn skip(reason: &str) {
+    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!("required check could not run (COLDSTART_REQUIRE_ROOT=1): {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+}
+
+/// Root and a tracefs with the filemap events, or a reason to skip.
+fn can_trace() -> bool {
+    // SAFETY: geteuid never fails.
+    if unsafe { libc::geteuid() } != 0 {
+        skip("coldstart trace needs root");
+        return false;
+    }
+    let events = [
+        "/sys/kernel/tracing/events/filemap",
+        "/sys/kernel/debug/tracing/events/filemap",
+    ];
+    if !events.iter().any(|p| Path::new(p).exists()) {
+        // coldstart mounts tracefs itself; only a kernel without it skips.
+        let mounted = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted || !Path::new(events[0]).exists() {
+            skip("this kernel has no tracefs filemap events");
+            return false;
+        }
+    }
+    true
+}
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("coldstart runs");
+    if !output.status.success() {
+        panic!(
+            "{command:?} failed: {}\nstdout: {}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    output
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// A directory every user can read (the program may run as nobody).
+fn shared_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("coldstart-trace-test")
+        .tempdir_in("/var/tmp")
+        .expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn write_file(path: &Path, pages: u64) {
+    // Distinct non-zero bytes so no filesystem can store holes.
+    let data: Vec<u8> = (0..pages * PAGE).map(|i| (i % 251) as u8 + 1).collect();
+    std::fs::write(path, data).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+const TOUCHER: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Maps argv[1] and touches pages 0, 100 and 5000 with readahead off; a
+   child pread()s argv[4] bytes at argv[3] from argv[2]. */
+int main(int argc, char **argv) {
+    if (argc != 5) return 2;
+    printf("uid=%d\n", (int)getuid());
+    fflush(stdout);
+    int fd = open(argv[1], O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return 3;
+    volatile char *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 4;
+    madvise((void *)p, st.st_size, MADV_RANDOM);
+    char sum = p[0] + p[100 * 4096] + p[5000 * 4096];
+    pid_t child = fork();
+    if (child == 0) {
+        int fb = open(argv[2], O_RDONLY);
+        if (fb < 0) _exit(5);
+        posix_fadvise(fb, 0, 0, POSIX_FADV_RANDOM);
+        long off = atol(argv[3]), len = atol(argv[4]);
+        char *buf = malloc(len);
+        _exit(pread(fb, buf, len, off) == len ? 0 : 6);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    printf("done %d %d\n", sum, status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 7;
+}
+"#;
+
+fn build_toucher(dir: &Path) -> PathBuf {
+    let source = dir.join("toucher.c");
+    std::fs::write(&source, TOUCHER).unwrap();
+    let binary = dir.join("toucher");
+    let status = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("cc runs (apt-get install gcc)");
+    assert!(status.success());
+    binary
+}
+
+/// Pages of `path` resident now, by mincore: independent of coldstart.
+fn resident_pages(path: &Path) -> Vec<u64> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    // SAFETY: read-only shared map of a file we opened; only inspected
+    // with mincore, never read.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    let pages = len.div_ceil(PAGE as usize);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: vec has one byte per page of the mapping.
+    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
+    // SAFETY: unmapping our own mapping.
+    unsafe { libc::munmap(map, len) };
+    (0..pages as u64)
+        .filter(|&i| vec[i as usize] & 1 == 1)
+        .collect()
+}
+
+fn extents_to_pages(extents: &Value) -> Vec<u64> {
+    extents
+        .as_array()
+        .expect("extent list")
+        .iter()
+        .flat_map(|e| e[0].as_u64().unwrap()..=e[1].as_u64().unwrap())
+        .collect()
+}
+
+fn file_entry<'a>(report: &'a Value, path: &Path) -> &'a Value {
+    report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == path.to_str().unwrap())
+        .unwrap_or_else(|| panic!("{} not in the report: {report:#}", path.display()))
+}
+
+fn no_instances_left() {
+    let leftovers: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("coldstart-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Other tests may be mid-trace: only instances of exited coldstarts count.
+    let stale: Vec<&String> = leftovers
+        .iter()
+        .filter(|n| {
+            let pid = n
+                .trim_start_matches("coldstart-")
+                .split('-')
+                .next()
+                .unwrap_or("");
+            !Path::new(&format!("/proc/{pid}")).exists()
+        })
+        .collect();
+    assert!(stale.is_empty(), "trace instances left behind: {stale:?}");
+}
+
+#[test]
+fn pages_touched_and_read_are_exact_and_match_residency() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let toucher = build_toucher(dir.path());
+    let mapped = dir.path().join("mapped.bin");
+    let readf = dir.path().join("read.bin");
+    write_file(&mapped, 6000);
+    write_file(&readf, 64);
+    let db = dir.path().join("t.db");
+    let (offset, len) = (10 * PAGE + 100, 3 * PAGE);
+
+    let out = run(coldstart()
+        .arg("trace")
+        .arg("--json")
+        .arg("-o")
+        .arg(&db)
+        .arg("--evict")
+        .arg(&mapped)
+        .arg("--evict")
+        .arg(&readf)
+        .arg("--")
+        .arg(&toucher)
+        .arg(&mapped)
+        .arg(&readf)
+        .arg(offset.to_string())
+        .arg(len.to_string())
+        // As if started by `sudo` from user nobody: the program must not run as root.
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534"));
+    let summary = json(&out);
+    assert_eq!(summary["end_reason"], "exited", "{summary:#}");
+    assert_eq!(summary["exit_code"], 0, "{summary:#}");
+    assert_eq!(summary["lost_events"], 0);
+    let program_output = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        program_output.contains("uid=65534"),
+        "program ran as: {program_output}"
+    );
+    no_instances_left();
+    // Before `report`, which reads the files to find their ELF sections.
+    let resident_after = resident_pages(&mapped);
+    let resident_after_b = resident_pages(&readf);
+
+    let out = run(coldstart()
+        .arg("report")
+        .arg(&db)
+        .arg("--json")
+        .arg("--pages"));
+    let report = json(&out);
+    let m = file_entry(&report, &mapped);
+    let pages = &m["pages"];
+    assert_eq!(extents_to_pages(&pages["faulted"]), vec![0, 100, 5000]);
+    assert_eq!(m["pages_faulted"], 3);
+    let read = extents_to_pages(&pages["read"]);
+    for page in [0, 100, 5000] {
+        assert!(
+            read.contains(&page),
+            "page {page} faulted but not read: {read:?}"
+        );
+    }
+    assert_eq!(
+        read, resident_after,
+        "pages the trace says were read equal the pages resident afterwards (mincore)"
+    );
+    assert_eq!(m["read_requests"], read_runs(&read));
+    assert_eq!(m["opened_by_tree"], true);
+
+    let r = file_entry(&report, &readf);
+    let first = offset / PAGE;
+    let last = (offset + len - 1) / PAGE;
+    assert_eq!(
+        extents_to_pages(&r["pages"]["accessed"]),
+        (first..=last).collect::<Vec<_>>()
+    );
+    let read_b = extents_to_pages(&r["pages"]["read"]);
+    assert!((first..=last).all(|p| read_b.contains(&p)), "{read_b:?}");
+    assert_eq!(read_b, resident_after_b);
+
+    // The child that read the second file was followed.
+    let processes = report["processes"].as_array().unwrap();
+    assert_eq!(processes.len(), 2, "{processes:#?}");
+    let parent = processes
+        .iter()
+        .find(|p| p["exe"] == toucher.to_str().unwrap())
+        .expect("the program is in the tree");
+    let child = processes
+        .iter()
+        .find(|p| p["pid"] != parent["pid"])
+        .unwrap();
+    assert_eq!(child["ppid"], parent["pid"]);
+    assert!(
+        r["processes"][0]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("({})", child["pid"])),
+        "{r:#}"
+    );
+
+    // Runs are listed.
+    let runs = json(&run(coldstart().arg("runs").arg(&db).arg("--json")));
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(runs["runs"][0]["cache_mode"], "selective");
+}
+
+/// Pages entering the cache in separate runs; with readahead off each
+/// discontiguous run is its own request.
+fn read_runs(pages: &[u64]) -> u64 {
+    pages.windows(2).filter(|w| w[1] != w[0] + 1).count() as u64 + u64::from(!pages.is_empty())
+}
+
+fn alive(pid: i64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // Zombies are dead for this purpose.
+    !stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .starts_with('Z')
+}
+
+const HANGER: &str = "echo $$; sleep 1000 & echo $!; setsid sleep 1000 & echo $!; wait";
+
+fn pids_from(text: &str) -> Vec<i64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+#[test]
+fn a_hanging_program_is_killed_at_the_timeout_with_its_children() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let db = dir.path().join("t.db");
+    let started = Instant::now();
+    let out = run(coldstart()
+        .args(["trace", "--json", "--timeout", "1.5", "-o"])
+        .arg(&db)
+        .arg("--evict")
+        .arg(&db)
+        .args(["--", "sh", "-c", HANGER]));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let summary = json(&out);
+    assert_eq!(summary["end_reason"], "timeout");
+    let pids = pids_from(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(pids.len(), 3, "the shell and its two sleeps: {pids:?}");
+    for pid in pids {
+        assert!(!alive(pid), "process {pid} survived the trace");
+    }
+    no_instances_left();
+    let report = json(&run(coldstart().arg("report").arg(&db).arg("--json")));
+    assert_eq!(report["run"]["end_reason"], "timeout");
+    assert_eq!(report["run"]["ready_ns"], Value::Null);
+    assert_eq!(report["run"]["complete"], true);
+}
+
+#[test]
+fn ctrl_c_keeps_the_profile_and_cleans_up() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let db = dir.path().join("t.db");
+    let child = coldstart()
+        .args(["trace", "--json", "--timeout", "60", "-o"])
+        .arg(&db)
+        .arg("--evict")
+        .arg(dir.path())
+        .args(["--", "sh", "-c", HANGER])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the traced run has started.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the traced program never started"
+        );
+        let runs = coldstart()
+            .arg("runs")
+            .arg(&db)
+            .arg("--json")
+            .output()
+            .unwrap();
+        if runs.status.success()
+            && json(&runs)["runs"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = json(&out);
+    assert_eq!(summary["end_reason"], "interrupted");
+    for pid in pids_from(&String::from_utf8_lossy(&out.stderr)) {
+        assert!(!alive(pid), "process {pid} survived Ctrl-C");
+    }
+    no_instances_left();
+    let report = json(&run(coldstart().arg("report").arg(&db).arg("--json")));
+    assert_eq!(report["run"]["end_reason"], "interrupted");
+}
+
+#[test]
+fn a_ready_line_ends_the_run_and_is_marked() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let db = dir.path().join("t.db");
+    let out = run(coldstart()
+        .args(["trace", "--json", "--ready-regex", "^READY$", "-o"])
+        .arg(&db)
+        .arg("--evict")
+        .arg(&db)
+        .args(["--", "sh", "-c", "sleep 0.2; echo READY; exec sleep 1000"]));
+    let summary = json(&out);
+    assert_eq!(summary["end_reason"], "ready-regex");
+    let ready = summary["ready_ms"].as_f64().unwrap();
+    assert!((150.0..5000.0).contains(&ready), "ready after {ready} ms");
+    no_instances_left();
+}
+
+#[test]
+fn a_program_that_cannot_start_is_a_clear_error() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let db = dir.path().join("t.db");
+    let out = coldstart()
+        .args(["trace", "--cache", "warm", "-o"])
+        .arg(&db)
+        .args(["--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/program"), "{err}");
+    no_instances_left();
+}
