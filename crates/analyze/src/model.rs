@@ -57,7 +57,8 @@ pub struct Totals {
 /// Per-file figures, counting only the traced tree's events.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
-    /// The file's path, or `[dev MAJ:MIN inode N]` when it was not resolved.
+    /// The file's path, or `[dev MAJ:MIN inode N]` (`[in-kernel file: ...]` for
+    /// major 0) when it was not resolved.
     pub path: String,
     pub resolved: bool,
     pub dev: u64,

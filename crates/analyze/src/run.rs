@@ -179,6 +179,13 @@ fn run_info(run: &Run, ready_ns: Option<i64>) -> RunInfo {
 pub fn label(file: &File) -> String {
     match &file.path {
         Some(path) => path.clone(),
+        // Major 0 is the kernel's own anonymous filesystems: block device
+        // buffers (filesystem metadata), shared memory, memfd.
+        None if libc_major(file.dev) == 0 => format!(
+            "[in-kernel file: metadata or shared memory, dev 0:{} inode {}]",
+            libc_minor(file.dev),
+            file.ino
+        ),
         None => format!(
             "[dev {}:{} inode {}]",
             libc_major(file.dev),
@@ -240,7 +247,8 @@ fn file_report(
     let faulted = set_of(tree, PageEventKind::Fault);
     let mapped = set_of(tree, PageEventKind::Map);
     let accessed = set_of(tree, PageEventKind::Access);
-    let touched = faulted.union(&accessed);
+    let user_touched = set_of(tree, PageEventKind::Touch);
+    let touched = faulted.union(&accessed).union(&user_touched);
     let reads: Vec<&PageEvent> = tree
         .iter()
         .copied()
@@ -299,7 +307,12 @@ fn file_report(
                 let touches: Vec<&PageEvent> = tree
                     .iter()
                     .copied()
-                    .filter(|e| matches!(e.kind, PageEventKind::Fault | PageEventKind::Access))
+                    .filter(|e| {
+                        matches!(
+                            e.kind,
+                            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
+                        )
+                    })
                     .collect();
                 attribute(
                     &mut report,

@@ -181,6 +181,11 @@ pub struct TraceArgs {
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub buffer_mb: u64,
 
+    /// Also trace every user page fault to find touched pages that fault-around had
+    /// mapped (more complete touched figures; slows the traced start down)
+    #[arg(long)]
+    pub user_faults: bool,
+
     /// Run the program as root even when started through sudo
     #[arg(long)]
     pub as_root: bool,

@@ -189,15 +189,19 @@ pub enum PageEventKind {
     Access = 3,
     /// Left the page cache.
     Evict = 4,
+    /// A user page fault at an address mapping this page: the page was
+    /// touched, whether or not fault-around had mapped it already.
+    Touch = 5,
 }
 
 impl PageEventKind {
-    pub const ALL: [PageEventKind; 5] = [
+    pub const ALL: [PageEventKind; 6] = [
         PageEventKind::Read,
         PageEventKind::Fault,
         PageEventKind::Map,
         PageEventKind::Access,
         PageEventKind::Evict,
+        PageEventKind::Touch,
     ];
 
     pub fn code(self) -> i64 {
@@ -215,6 +219,7 @@ impl PageEventKind {
             PageEventKind::Map => "map",
             PageEventKind::Access => "access",
             PageEventKind::Evict => "evict",
+            PageEventKind::Touch => "touch",
         }
     }
 }

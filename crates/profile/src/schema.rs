@@ -75,7 +75,8 @@ INSERT INTO event_kinds VALUES
     (1, 'fault',  'a page fault on a file page (filemap:mm_filemap_fault)'),
     (2, 'map',    'pages mapped by fault-around (filemap:mm_filemap_map_pages)'),
     (3, 'access', 'pages accessed through read() and friends (filemap:mm_filemap_get_pages)'),
-    (4, 'evict',  'pages left the page cache (filemap:mm_filemap_delete_from_page_cache)');
+    (4, 'evict',  'pages left the page cache (filemap:mm_filemap_delete_from_page_cache)'),
+    (5, 'touch',  'a user page fault on a mapping of the page (exceptions:page_fault_user through /proc/PID/maps)');
 CREATE TABLE readahead (
     run_id        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     t_ns          INTEGER NOT NULL,

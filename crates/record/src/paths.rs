@@ -308,6 +308,36 @@ fn parse_maps_line(line: &str) -> Option<(FileIdentity, String)> {
     Some(((libc::makedev(major, minor), ino), path.to_string()))
 }
 
+/// A file mapping of a process: [start, end) maps the file from `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub file: FileIdentity,
+}
+
+/// The file mappings of one process now (empty if it is gone).
+pub fn file_mappings(pid: i32) -> Vec<FileMapping> {
+    let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    maps.lines()
+        .filter_map(|line| {
+            let (file, _) = parse_maps_line(line)?;
+            let mut fields = line.split(' ');
+            let (start, end) = fields.next()?.split_once('-')?;
+            let offset = fields.nth(1)?;
+            Some(FileMapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                file,
+            })
+        })
+        .collect()
+}
+
 /// The identity of a path, for matching it against trace events.
 pub fn identity_of(path: &Path) -> Option<FileIdentity> {
     fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))

@@ -8,8 +8,11 @@
 
 use crate::cache;
 use crate::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
+use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
-use crate::tracefs::events::{Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user};
+use crate::tracefs::events::{
+    Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
+};
 use crate::tracefs::format::HeaderPage;
 use crate::tracefs::instance::{self, Instance, TraceError};
 use crate::tracefs::ringbuf;
@@ -34,6 +37,8 @@ const REQUIRED_EVENTS: &[&str] = &[
     "sched/sched_process_exit",
 ];
 
+const USER_FAULTS: &str = "exceptions/page_fault_user";
+
 /// How to trace.
 #[derive(Debug, Clone)]
 pub struct TraceOptions {
@@ -45,6 +50,10 @@ pub struct TraceOptions {
     pub buffer_kb_per_cpu: u64,
     /// Time between SIGTERM and SIGKILL when the tree is terminated.
     pub grace: Duration,
+    /// Also trace every user page fault (exceptions:page_fault_user) and map
+    /// it through the tree's mappings: finds touched pages fault-around had
+    /// mapped, at the cost of many more events (it slows the start down).
+    pub user_faults: bool,
 }
 
 /// What the terminal shows while the program runs.
@@ -152,6 +161,9 @@ pub fn trace(
         }
     }
     for event in &enabled {
+        if *event == USER_FAULTS && !options.user_faults {
+            continue;
+        }
         instance.enable(event)?;
     }
     let header = HeaderPage::read(&instance.events_dir())
@@ -221,7 +233,11 @@ pub fn trace(
     };
     let t0 = launched.t0_ns;
     let root_pid = launched.root_pid;
+    // User faults name addresses; the tree's file mappings, sampled while
+    // it runs, turn them into file pages.
+    let mut mappings = Mappings::default();
     let ending: Ending = launched.wait_for_end(interrupted, || {
+        mappings.sample(&launched.members());
         progress(Progress {
             elapsed_ns: monotonic_ns() - t0,
             trace_bytes: readers.bytes(),
@@ -229,6 +245,7 @@ pub fn trace(
     });
     // Startup is over: what happens while the tree is torn down is not.
     instance.set("tracing_on", "0")?;
+    mappings.sample(&launched.members());
     let mapped = paths::mapped_files();
     let exit = launched.terminate(options.grace);
 
@@ -259,7 +276,7 @@ pub fn trace(
         events: events.len(),
     });
 
-    let assembled = assemble(&events, t0, root_pid, &opens, &mapped);
+    let assembled = assemble(&events, t0, root_pid, &opens, &mapped, &mappings, page_size);
     let mut batch = assembled.batch;
     batch.lost = lost.clone();
     batch.marks.push(Mark {
@@ -370,6 +387,38 @@ impl Drop for Readers {
     }
 }
 
+/// Snapshots of the tree's file mappings per process, newest last.
+#[derive(Default)]
+struct Mappings {
+    by_pid: HashMap<i32, Vec<Vec<FileMapping>>>,
+}
+
+impl Mappings {
+    fn sample(&mut self, pids: &[i32]) {
+        for &pid in pids {
+            let mut now = paths::file_mappings(pid);
+            if now.is_empty() {
+                continue;
+            }
+            now.sort_unstable_by_key(|m| m.start);
+            let history = self.by_pid.entry(pid).or_default();
+            if history.last() != Some(&now) {
+                history.push(now);
+            }
+        }
+    }
+
+    /// The file and offset mapped at `address` in process `pid`, from the
+    /// newest snapshot that maps it.
+    fn resolve(&self, pid: i32, address: u64) -> Option<(FileIdentity, u64)> {
+        self.by_pid.get(&pid)?.iter().rev().find_map(|snapshot| {
+            let i = snapshot.partition_point(|m| m.start <= address);
+            let m = snapshot.get(i.checked_sub(1)?)?;
+            (address < m.end).then(|| (m.file, m.offset + (address - m.start)))
+        })
+    }
+}
+
 struct Assembled {
     batch: Batch,
     pages_read: u64,
@@ -384,6 +433,8 @@ fn assemble(
     root_pid: i32,
     opens: &HashMap<FileIdentity, SeenFile>,
     mapped: &HashMap<FileIdentity, String>,
+    mappings: &Mappings,
+    page_size: u64,
 ) -> Assembled {
     let rel = |ts: u64| ts as i64 - t0;
     // The process tree, in event order: the root, then whatever a member
@@ -526,6 +577,18 @@ fn assemble(
                         .file_name()
                         .map(|n| n.to_string_lossy().chars().take(15).collect());
                     p.t_start_ns.get_or_insert(t_ns);
+                }
+            }
+            EventKind::UserFault { address } => {
+                let tgid = tgid_of.get(&event.tid).copied().unwrap_or(event.tid);
+                if in_tree.contains(&event.tid)
+                    && let Some((file, offset)) = mappings.resolve(tgid, *address)
+                {
+                    let key = FileKey {
+                        dev: user_dev_to_kernel(file.0),
+                        ino: file.1,
+                    };
+                    page_events.push(page_event(key, offset / page_size, 1, PageEventKind::Touch));
                 }
             }
             EventKind::Exit { pid, comm, .. } => {

@@ -727,7 +727,7 @@ impl Marks {
         for point in &file.points {
             let grid = match point.kind {
                 PageEventKind::Read => &mut reads,
-                PageEventKind::Fault | PageEventKind::Access => &mut touches,
+                PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => &mut touches,
                 PageEventKind::Map => &mut mapped,
                 // Evictions are rare during a start and not part of the picture.
                 PageEventKind::Evict => continue,

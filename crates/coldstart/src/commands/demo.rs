@@ -1,7 +1,8 @@
 //! `coldstart demo`: coldstart's main job on its built-in example. Generates
 //! the sample app, builds it with a progress bar, checks it starts (prints
-//! READY), and inspects both binaries. Later stages of the loop (trace,
-//! report, plan, order, verify) join here as they land.
+//! READY), inspects both binaries, and (as root) traces its cold start and
+//! reports it with a chart. Later stages of the loop (plan, order, verify)
+//! join here as they land.
 
 use crate::args::{CompilerArg, DemoArgs};
 use crate::output::{self, step};
@@ -26,6 +27,11 @@ struct DemoReport {
     build_seconds: f64,
     startup_output: String,
     inspections: Vec<Inspection>,
+    /// The traced cold start; None when not run as root (see trace_skipped).
+    trace: Option<coldstart_analyze::RunReport>,
+    trace_skipped: Option<String>,
+    chart: Option<PathBuf>,
+    html: Option<PathBuf>,
 }
 
 fn spec(args: &DemoArgs) -> anyhow::Result<SampleSpec> {
@@ -108,6 +114,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         .map(|path| inspect_path(path, &options))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let traced = trace_cold_start(&app.executable, &args.dir)?;
     if args.json {
         output::print_json(&DemoReport {
             spec,
@@ -120,6 +127,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             build_seconds,
             startup_output,
             inspections,
+            trace: traced.as_ref().ok().map(|t| t.report.clone()),
+            trace_skipped: traced.as_ref().err().cloned(),
+            chart: traced.as_ref().ok().map(|t| t.svg.clone()),
+            html: traced.as_ref().ok().map(|t| t.html.clone()),
         })?;
     } else {
         let mut text = String::new();
@@ -133,7 +144,101 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             app.library.display(),
             source_dir.join(coldstart_sample::MANIFEST_FILE).display()
         ));
+        match &traced {
+            Ok(t) => {
+                text.push_str("\nTraced cold start of the sample app:\n");
+                text.push_str(&coldstart_report::run::render(
+                    &t.report,
+                    &coldstart_report::run::RunView {
+                        style: coldstart_report::Style::Plain,
+                        files: Some(5),
+                        symbols: Some(10),
+                        pages: false,
+                    },
+                ));
+                text.push_str(&format!(
+                    "\nChart: {}\nReport page: {}\nProfile: {} (coldstart report {} --file '*libcssample*')\n",
+                    t.svg.display(),
+                    t.html.display(),
+                    t.profile.display(),
+                    t.profile.display()
+                ));
+            }
+            Err(reason) => text.push_str(&format!("\nNot traced: {reason}\n")),
+        }
         output::print_text(&text)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+struct Traced {
+    report: coldstart_analyze::RunReport,
+    profile: PathBuf,
+    svg: PathBuf,
+    html: PathBuf,
+}
+
+/// Traces the sample app from a cold page cache into DIR/demo.db and draws
+/// it. Err(reason) when tracing is not possible here (not root).
+fn trace_cold_start(
+    executable: &std::path::Path,
+    dir: &std::path::Path,
+) -> anyhow::Result<Result<Traced, String>> {
+    use coldstart_profile::{CacheMode, Profile};
+    use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+    use coldstart_record::trace::{TraceOptions, trace};
+    // SAFETY: geteuid never fails.
+    if unsafe { libc::geteuid() } != 0 {
+        let reason = "tracing needs root: run `sudo coldstart demo` to trace the cold start too";
+        step(&format!("skipping the trace: {reason}"));
+        return Ok(Err(reason.to_string()));
+    }
+    step("tracing its cold start (the page cache is dropped first)");
+    let profile_path = dir.join("demo.db");
+    let mut profile = Profile::create_or_open(&profile_path)?;
+    let options = TraceOptions {
+        launch: LaunchSpec {
+            argv: vec![executable.as_os_str().to_owned()],
+            identity: Identity::invoking_user(false)?,
+            ready_regex: Some(regex::Regex::new("^READY")?),
+            ready_file: None,
+            timeout: Some(std::time::Duration::from_secs(60)),
+            forward: Forward::Discard,
+        },
+        cache: CacheMode::Cold,
+        evict: Vec::new(),
+        buffer_kb_per_cpu: 64 * 1024,
+        grace: std::time::Duration::from_millis(500),
+        user_faults: true,
+    };
+    let interrupted = std::sync::atomic::AtomicBool::new(false);
+    let summary = trace(&mut profile, &options, &interrupted, |_| {}, |_| {})
+        .context("tracing the sample app")?;
+    let (report, timeline) = coldstart_analyze::analyze(
+        &profile,
+        &coldstart_analyze::Options {
+            run: Some(summary.run),
+            attribute: true,
+            ..Default::default()
+        },
+    )?;
+    let chart_options = coldstart_report::chart::ChartOptions::default();
+    let svg = dir.join("demo-trace.svg");
+    let html = dir.join("demo-trace.html");
+    std::fs::write(
+        &svg,
+        coldstart_report::chart::svg(&timeline, &chart_options),
+    )
+    .with_context(|| format!("cannot write {}", svg.display()))?;
+    std::fs::write(
+        &html,
+        coldstart_report::html::html(&report, &timeline, &chart_options),
+    )
+    .with_context(|| format!("cannot write {}", html.display()))?;
+    Ok(Ok(Traced {
+        report,
+        profile: profile_path,
+        svg,
+        html,
+    }))
 }

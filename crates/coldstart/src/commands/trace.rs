@@ -82,6 +82,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         evict,
         buffer_kb_per_cpu: args.buffer_mb * 1024,
         grace: Duration::from_millis(500),
+        user_faults: args.user_faults,
     };
     let spinner = output::spinner();
     let summary = trace::trace(

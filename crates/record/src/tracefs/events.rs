@@ -102,6 +102,8 @@ pub enum EventKind {
         comm: String,
         group_dead: Option<bool>,
     },
+    /// A page fault in user space at `address` of the faulting task.
+    UserFault { address: u64 },
 }
 
 /// Why a record was not turned into an event.
@@ -156,11 +158,12 @@ enum Spec {
     NewTask,
     Exec,
     Exit,
+    UserFault,
 }
 
 /// The tracepoints coldstart reads: "system/event", what it means, and
 /// whether a kernel without it is acceptable.
-const EVENTS: [(&str, Spec, bool); 11] = [
+const EVENTS: [(&str, Spec, bool); 12] = [
     (
         "filemap/mm_filemap_add_to_page_cache",
         Spec::PageCacheAdd,
@@ -194,6 +197,10 @@ const EVENTS: [(&str, Spec, bool); 11] = [
     ("task/task_newtask", Spec::NewTask, true),
     ("sched/sched_process_exec", Spec::Exec, true),
     ("sched/sched_process_exit", Spec::Exit, true),
+    // x86 only: the address of every user page fault, which tells which
+    // page of a mapped file was touched even when fault-around had mapped
+    // it already (then no filemap fault fires).
+    ("exceptions/page_fault_user", Spec::UserFault, false),
 ];
 
 /// A field the decoder reads, with a static name for [`Skip`] reports.
@@ -282,6 +289,9 @@ enum Shape {
         comm: Slot,
         pid: Slot,
         group_dead: Option<Slot>,
+    },
+    UserFault {
+        address: Slot,
     },
 }
 
@@ -580,6 +590,9 @@ fn decode_shape(shape: &Shape, p: &[u8]) -> Result<EventKind, &'static str> {
                 .map(|s| s.u64(p).map(|v| v != 0))
                 .transpose()?,
         },
+        Shape::UserFault { address } => EventKind::UserFault {
+            address: address.u64(p)?,
+        },
     })
 }
 
@@ -695,6 +708,9 @@ impl Fields<'_> {
                 comm: self.string("comm")?,
                 pid: self.scalar("pid")?,
                 group_dead: self.optional_scalar("group_dead")?,
+            },
+            Spec::UserFault => Shape::UserFault {
+                address: self.scalar("address")?,
             },
         })
     }
