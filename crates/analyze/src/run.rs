@@ -101,13 +101,6 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
             page_size,
             options,
         );
-        if let Some(note) = &report.attribution
-            && options.attribute
-            && file.path.is_some()
-            && !note.starts_with("not ELF")
-        {
-            warnings.push(format!("{}: {note}", report.path));
-        }
         reports.push(report);
         timelines.push(timeline);
     }
