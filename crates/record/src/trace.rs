@@ -110,7 +110,7 @@ pub fn trace(
     if !stale.is_empty() {
         stage(Stage::RemovedStale(stale));
     }
-    let page_size = page_size();
+    let page_size = cache::page_size();
 
     match options.cache {
         CacheMode::Cold => {
@@ -691,7 +691,12 @@ pub fn build_id(path: &Path) -> Option<String> {
     // No readahead around what we do read.
     let _ = map.advise(memmap2::Advice::Random);
     let data: &[u8] = &map;
-    let resident = |start: usize, end: usize| all_resident(&map, start, end);
+    let cached = cache::resident_pages_fd(&file, path).ok()?;
+    let page = cached.page_size as usize;
+    let resident = |start: usize, end: usize| {
+        let end = end.min(data.len());
+        start <= end && (start / page..end.div_ceil(page)).all(|p| cached.contains(p as u64))
+    };
     if !resident(0, 64.min(data.len())) || data.get(..4)? != b"\x7fELF" {
         return None;
     }
@@ -735,32 +740,6 @@ fn build_id_of<H: object::read::elf::FileHeader<Endian = object::Endianness>>(
         }
     }
     None
-}
-
-/// True when every page of [start, end) of the mapping is in the page cache.
-fn all_resident(map: &memmap2::Mmap, start: usize, end: usize) -> bool {
-    let page = page_size() as usize;
-    let end = end.min(map.len());
-    if start >= end {
-        return start == end;
-    }
-    let first = start / page * page;
-    let pages = (end - first).div_ceil(page);
-    let mut vec = vec![0u8; pages];
-    // SAFETY: the range lies inside the live mapping; vec has one byte per page.
-    let rc = unsafe {
-        libc::mincore(
-            map.as_ptr().add(first) as *mut libc::c_void,
-            end - first,
-            vec.as_mut_ptr(),
-        )
-    };
-    rc == 0 && vec.iter().all(|v| v & 1 == 1)
-}
-
-pub fn page_size() -> u64 {
-    // SAFETY: sysconf never fails for _SC_PAGESIZE.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
 }
 
 fn unix_now_ns() -> i64 {
