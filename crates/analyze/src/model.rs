@@ -28,6 +28,9 @@ pub struct RunInfo {
     pub kernel: String,
     pub page_size: u64,
     pub read_ahead_kb: Option<u64>,
+    /// read_ahead_kb was 0: every page read was demanded by a fault or a
+    /// read(), so pages read count as touched.
+    pub demand_reads: bool,
     pub end_reason: Option<String>,
     pub exit_code: Option<i32>,
     pub exit_signal: Option<i32>,
@@ -48,6 +51,8 @@ pub struct Totals {
     pub pages_accessed: u64,
     pub pages_touched: u64,
     pub bytes_touched: u64,
+    pub pages_touched_or_mapped: u64,
+    pub bytes_touched_or_mapped: u64,
     pub read_amplification: Option<f64>,
     pub read_requests: u64,
     pub seek_forward_bytes: u64,
@@ -74,9 +79,14 @@ pub struct FileReport {
     pub pages_mapped: u64,
     /// Distinct pages accessed through read() and friends.
     pub pages_accessed: u64,
-    /// Faulted or accessed: the pages startup certainly used.
+    /// Faulted or accessed (or, in a run with read_ahead_kb 0, read): the
+    /// pages startup certainly used.
     pub pages_touched: u64,
     pub bytes_touched: u64,
+    /// Touched or mapped by fault-around: an upper bound on the pages used,
+    /// since a page fault-around mapped may or may not be used later.
+    pub pages_touched_or_mapped: u64,
+    pub bytes_touched_or_mapped: u64,
     /// pages_read / pages_touched; None when nothing was touched.
     pub read_amplification: Option<f64>,
     /// Runs of contiguous pages that entered the cache together.

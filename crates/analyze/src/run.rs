@@ -95,10 +95,12 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
             file,
             label,
             &tree,
-            !others.is_empty(),
+            // Another process evicting pages (kswapd, DAMON) did not use them.
+            others.iter().any(|e| e.kind != PageEventKind::Evict),
             ra,
             &names,
             page_size,
+            demand_reads(&run),
             options,
         );
         reports.push(report);
@@ -158,6 +160,7 @@ fn run_info(run: &Run, ready_ns: Option<i64>) -> RunInfo {
         kernel: run.start.kernel.clone(),
         page_size: run.start.page_size,
         read_ahead_kb: run.start.read_ahead_kb,
+        demand_reads: demand_reads(run),
         end_reason: run.end_reason.map(|r| r.as_str().to_string()),
         exit_code: run.exit_code,
         exit_signal: run.exit_signal,
@@ -166,6 +169,12 @@ fn run_info(run: &Run, ready_ns: Option<i64>) -> RunInfo {
         lost_events: run.lost_events,
         complete: run.complete,
     }
+}
+
+/// With readahead off the kernel reads only the pages a fault or read()
+/// demands, so every page the tree read counts as touched.
+fn demand_reads(run: &Run) -> bool {
+    run.start.read_ahead_kb == Some(0)
 }
 
 /// A file's label: its path, or its identity when unresolved.
@@ -234,6 +243,7 @@ fn file_report(
     readahead: &[&Readahead],
     names: &HashMap<i32, &Process>,
     page_size: u64,
+    demand_reads: bool,
     options: &Options,
 ) -> (FileReport, FileTimeline) {
     let read = set_of(tree, PageEventKind::Read);
@@ -241,7 +251,11 @@ fn file_report(
     let mapped = set_of(tree, PageEventKind::Map);
     let accessed = set_of(tree, PageEventKind::Access);
     let user_touched = set_of(tree, PageEventKind::Touch);
-    let touched = faulted.union(&accessed).union(&user_touched);
+    let mut touched = faulted.union(&accessed).union(&user_touched);
+    if demand_reads {
+        touched = touched.union(&read);
+    }
+    let touched_or_mapped = touched.union(&mapped);
     let reads: Vec<&PageEvent> = tree
         .iter()
         .copied()
@@ -273,6 +287,8 @@ fn file_report(
         pages_accessed: accessed.len(),
         pages_touched: touched.len(),
         bytes_touched: size_bytes(&touched),
+        pages_touched_or_mapped: touched_or_mapped.len(),
+        bytes_touched_or_mapped: size_bytes(&touched_or_mapped),
         read_amplification: ratio(read.len(), touched.len()),
         read_requests: requests.len() as u64,
         seek_forward_bytes,
@@ -524,9 +540,16 @@ fn totals(files: &[FileReport]) -> Totals {
         t.pages_accessed += f.pages_accessed;
         t.pages_touched += f.pages_touched;
         t.bytes_touched += f.bytes_touched;
+        t.pages_touched_or_mapped += f.pages_touched_or_mapped;
+        t.bytes_touched_or_mapped += f.bytes_touched_or_mapped;
         t.read_requests += f.read_requests;
-        t.seek_forward_bytes += f.seek_forward_bytes;
-        t.seek_backward_bytes += f.seek_backward_bytes;
+        // An in-kernel file's offsets are disk addresses (the block device's
+        // own cache holds filesystem metadata), not offsets in a file: its
+        // seeks stay in its own row.
+        if libc_major(f.dev) != 0 {
+            t.seek_forward_bytes += f.seek_forward_bytes;
+            t.seek_backward_bytes += f.seek_backward_bytes;
+        }
     }
     t.read_amplification = ratio(t.pages_read, t.pages_touched);
     t

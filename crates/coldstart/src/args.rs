@@ -186,6 +186,12 @@ pub struct TraceArgs {
     #[arg(long)]
     pub user_faults: bool,
 
+    /// Set every device's read_ahead_kb to this for the run, restored after. With 0
+    /// the kernel reads only the pages the program demands, so pages read are pages
+    /// touched: the exact input for a prefetch plan (affects all processes meanwhile)
+    #[arg(long, value_name = "KB")]
+    pub read_ahead_kb: Option<u64>,
+
     /// Run the program as root even when started through sudo
     #[arg(long)]
     pub as_root: bool,

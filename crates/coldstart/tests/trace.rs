@@ -124,10 +124,11 @@ int main(int argc, char **argv) {
 }
 "#;
 
-fn build_toucher(dir: &Path) -> PathBuf {
-    let source = dir.join("toucher.c");
-    std::fs::write(&source, TOUCHER).unwrap();
-    let binary = dir.join("toucher");
+/// Compiles a one-file C test program into `dir/name`.
+fn build_c(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let source = dir.join(format!("{name}.c"));
+    std::fs::write(&source, text).unwrap();
+    let binary = dir.join(name);
     let status = Command::new("cc")
         .args(["-O1", "-o"])
         .arg(&binary)
@@ -209,30 +210,60 @@ fn no_instances_left() {
     assert!(stale.is_empty(), "trace instances left behind: {stale:?}");
 }
 
+/// A test program and its inputs: a file it maps, one it read()s (64
+/// pages), and where the profile goes.
+struct Files {
+    dir: tempfile::TempDir,
+    program: PathBuf,
+    mapped: PathBuf,
+    readf: PathBuf,
+    db: PathBuf,
+}
+
+fn files(name: &str, source: &str, mapped_pages: u64) -> Files {
+    let dir = shared_tempdir();
+    let program = build_c(dir.path(), name, source);
+    let mapped = dir.path().join("mapped.bin");
+    let readf = dir.path().join("read.bin");
+    write_file(&mapped, mapped_pages);
+    write_file(&readf, 64);
+    let db = dir.path().join("t.db");
+    Files {
+        dir,
+        program,
+        mapped,
+        readf,
+        db,
+    }
+}
+
+/// `coldstart trace --json -o DB --evict F... OPTIONS --`, for the program
+/// and its arguments to follow.
+fn trace_cold(db: &Path, evict: &[&Path], options: &[&str]) -> Command {
+    let mut command = coldstart();
+    command.args(["trace", "--json", "-o"]).arg(db);
+    for file in evict {
+        command.arg("--evict").arg(file);
+    }
+    command.args(options).arg("--");
+    command
+}
+
 #[test]
 fn pages_touched_and_read_are_exact_and_match_residency() {
     if !can_trace() {
         return;
     }
-    let dir = shared_tempdir();
-    let toucher = build_toucher(dir.path());
-    let mapped = dir.path().join("mapped.bin");
-    let readf = dir.path().join("read.bin");
-    write_file(&mapped, 6000);
-    write_file(&readf, 64);
-    let db = dir.path().join("t.db");
+    let Files {
+        dir: _dir,
+        program: toucher,
+        mapped,
+        readf,
+        db,
+    } = files("toucher", TOUCHER, 6000);
     let (offset, len) = (10 * PAGE + 100, 3 * PAGE);
 
-    let out = run(coldstart()
-        .arg("trace")
-        .arg("--json")
-        .arg("-o")
-        .arg(&db)
-        .arg("--evict")
-        .arg(&mapped)
-        .arg("--evict")
-        .arg(&readf)
-        .arg("--")
+    let out = run(trace_cold(&db, &[&mapped, &readf], &[])
         .arg(&toucher)
         .arg(&mapped)
         .arg(&readf)
@@ -466,4 +497,95 @@ fn a_program_that_cannot_start_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/program"), "{err}");
     no_instances_left();
+}
+
+const DEMANDER: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* No madvise, no fadvise: only the device's readahead setting decides what
+   is read. Touches pages 0-7 and 3000 of argv[1] through a mapping and
+   read()s pages 20-21 of argv[2]. */
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    int fd = open(argv[1], O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return 3;
+    volatile char *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return 4;
+    char sum = 0;
+    for (int i = 0; i < 8; i++) sum += p[i * 4096];
+    sum += p[3000 * 4096];
+    int fb = open(argv[2], O_RDONLY);
+    char buf[2 * 4096];
+    if (fb < 0 || pread(fb, buf, sizeof buf, 20 * 4096) != sizeof buf) return 5;
+    printf("done %d\n", sum);
+    return 0;
+}
+"#;
+
+fn device_read_ahead_kb(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).unwrap().dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    std::fs::read_to_string(format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb"))
+        .or_else(|_| {
+            // A partition's readahead is its disk's.
+            std::fs::read_to_string(format!(
+                "/sys/dev/block/{major}:{minor}/../queue/read_ahead_kb"
+            ))
+        })
+        .unwrap()
+}
+
+#[test]
+fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
+    if !can_trace() {
+        return;
+    }
+    let Files {
+        dir: _dir,
+        program,
+        mapped,
+        readf,
+        db,
+    } = files("demander", DEMANDER, 4000);
+    let before = device_read_ahead_kb(&mapped);
+
+    let out = run(
+        trace_cold(&db, &[&mapped, &readf], &["--read-ahead-kb", "0"])
+            .arg(&program)
+            .arg(&mapped)
+            .arg(&readf),
+    );
+    assert_eq!(json(&out)["exit_code"], 0);
+    assert_eq!(
+        device_read_ahead_kb(&mapped),
+        before,
+        "read_ahead_kb is restored"
+    );
+    let resident = resident_pages(&mapped);
+    let resident_b = resident_pages(&readf);
+    no_instances_left();
+
+    let report = json(&run(coldstart()
+        .arg("report")
+        .arg(&db)
+        .arg("--json")
+        .arg("--pages")));
+    assert_eq!(report["run"]["read_ahead_kb"], 0);
+    assert_eq!(report["run"]["demand_reads"], true);
+    let demanded: Vec<u64> = (0..8).chain([3000]).collect();
+    let m = file_entry(&report, &mapped);
+    assert_eq!(extents_to_pages(&m["pages"]["read"]), demanded);
+    assert_eq!(resident, demanded, "mincore agrees");
+    assert_eq!(m["pages_touched"], 9);
+    assert_eq!(m["read_amplification"], 1.0);
+    let r = file_entry(&report, &readf);
+    assert_eq!(extents_to_pages(&r["pages"]["read"]), vec![20, 21]);
+    assert_eq!(resident_b, vec![20, 21], "mincore agrees");
 }

@@ -7,5 +7,6 @@ pub mod cache;
 mod cgroup;
 pub mod launch;
 pub mod paths;
+pub mod readahead;
 pub mod trace;
 pub mod tracefs;

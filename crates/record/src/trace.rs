@@ -10,6 +10,7 @@ use crate::cache;
 use crate::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
+use crate::readahead::ReadaheadOverride;
 use crate::tracefs::events::{
     Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
 };
@@ -54,6 +55,9 @@ pub struct TraceOptions {
     /// it through the tree's mappings: finds touched pages fault-around had
     /// mapped, at the cost of many more events (it slows the start down).
     pub user_faults: bool,
+    /// Set every device's read_ahead_kb to this for the run (restored
+    /// after): 0 makes the pages read exactly the pages demanded.
+    pub read_ahead_kb: Option<u64>,
 }
 
 /// What the terminal shows while the program runs.
@@ -73,6 +77,13 @@ pub enum Stage {
         still_resident_pages: u64,
     },
     WarmingUp,
+    /// Every device's read_ahead_kb set to `read_ahead_kb` for the run.
+    Readahead {
+        devices: usize,
+        read_ahead_kb: u64,
+    },
+    /// Readahead settings a killed coldstart had left changed, put back.
+    RestoredReadahead(Vec<PathBuf>),
     Tracing,
     Writing {
         events: usize,
@@ -110,12 +121,16 @@ pub fn trace(
     if !stale.is_empty() {
         stage(Stage::RemovedStale(stale));
     }
+    let restored = crate::readahead::restore_stale();
+    if !restored.is_empty() {
+        stage(Stage::RestoredReadahead(restored));
+    }
     let page_size = cache::page_size();
 
     match options.cache {
         CacheMode::Cold => {
             stage(Stage::DroppingCaches);
-            cache::drop_all().map_err(|e| TraceError::Format(e.to_string()))?;
+            cache::drop_all()?;
         }
         CacheMode::Selective => {
             let mut still = 0;
@@ -134,17 +149,26 @@ pub fn trace(
             stage(Stage::WarmingUp);
             let mut untraced = options.launch.clone();
             untraced.forward = launch::Forward::Discard;
-            let warmup =
-                launch::launch(&untraced).map_err(|e| TraceError::Format(e.to_string()))?;
+            let warmup = launch::launch(&untraced).map_err(|e| launch_error(options, e))?;
             warmup.wait_for_end(interrupted, || {});
             warmup.terminate(options.grace);
         }
     }
     if interrupted.load(Ordering::Acquire) {
-        return Err(TraceError::Format(
-            "interrupted before the program started".into(),
-        ));
+        return Err(TraceError::Interrupted);
     }
+    // Files opened from here on take the device's readahead size.
+    let readahead = match options.read_ahead_kb {
+        Some(kb) => {
+            let over = ReadaheadOverride::set_all(kb)?;
+            stage(Stage::Readahead {
+                devices: over.saved().len(),
+                read_ahead_kb: kb,
+            });
+            Some(over)
+        }
+        None => None,
+    };
 
     let instance = Instance::create(&root, "")?;
     instance.set("tracing_on", "0")?;
@@ -152,8 +176,7 @@ pub fn trace(
     instance.set("trace_clock", "mono")?;
     // Full buffers drop new events (counted) instead of overwriting old ones.
     instance.set("options/overwrite", "0")?;
-    let decoder = Decoder::from_events_dir(&instance.events_dir())
-        .map_err(|e| TraceError::Format(e.to_string()))?;
+    let decoder = Decoder::from_events_dir(&instance.events_dir())?;
     let enabled = decoder.enabled_events();
     for required in REQUIRED_EVENTS {
         if !enabled.iter().any(|e| e == required) {
@@ -167,8 +190,7 @@ pub fn trace(
         instance.enable(event)?;
     }
     let header = HeaderPage::read(&instance.events_dir())
-        .or_else(|_| HeaderPage::read(&root.join("events")))
-        .map_err(|e| TraceError::Format(e.to_string()))?;
+        .or_else(|_| HeaderPage::read(&root.join("events")))?;
     let subbuf_size = header.data_offset + header.data_size;
 
     let watcher = match OpenWatcher::start() {
@@ -196,11 +218,13 @@ pub fn trace(
         started_at_unix_ns: unix_now_ns(),
         kernel: kernel_release(),
         page_size,
-        read_ahead_kb: options
-            .launch
-            .argv
-            .first()
-            .and_then(|p| read_ahead_kb_for(Path::new(p))),
+        read_ahead_kb: options.read_ahead_kb.or_else(|| {
+            options
+                .launch
+                .argv
+                .first()
+                .and_then(|p| read_ahead_kb_for(Path::new(p)))
+        }),
         fault_around_bytes: std::fs::read_to_string("/sys/kernel/debug/fault_around_bytes")
             .ok()
             .and_then(|t| t.trim().parse().ok()),
@@ -208,9 +232,7 @@ pub fn trace(
         gid: options.launch.identity.gid,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let run = profile
-        .begin_run(&start)
-        .map_err(|e| TraceError::Format(e.to_string()))?;
+    let run = profile.begin_run(&start)?;
 
     stage(Stage::Tracing);
     instance.set("tracing_on", "1")?;
@@ -228,7 +250,7 @@ pub fn trace(
                     root_pid: None,
                 },
             );
-            return Err(TraceError::Format(e.to_string()));
+            return Err(launch_error(options, e));
         }
     };
     let t0 = launched.t0_ns;
@@ -248,9 +270,10 @@ pub fn trace(
     mappings.sample(&launched.members());
     let mapped = paths::mapped_files();
     let exit = launched.terminate(options.grace);
+    drop(readahead);
 
     let buffers = readers.finish();
-    let trace_bytes = buffers.iter().map(|b| b.len() as u64).sum();
+    let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
     let lost: Vec<LostEvents> = instance
         .cpus()
         .iter()
@@ -263,13 +286,13 @@ pub fn trace(
     let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
 
     let mut events = Vec::new();
-    for buffer in &buffers {
+    for (cpu, buffer) in &buffers {
         ringbuf::decode_stream(buffer, &header, |ts, payload| {
             if let Some(event) = decoder.decode(ts, payload) {
                 events.push(event);
             }
         })
-        .map_err(|e| TraceError::Format(format!("trace buffer: {e}")))?;
+        .map_err(|source| TraceError::Buffer { cpu: *cpu, source })?;
     }
     events.sort_by_key(|e| e.ts);
     stage(Stage::Writing {
@@ -303,22 +326,30 @@ pub fn trace(
         pages_read: assembled.pages_read,
         pages_read_by_tree: assembled.pages_read_by_tree,
     };
-    profile
-        .write(run, &batch)
-        .map_err(|e| TraceError::Format(e.to_string()))?;
-    profile
-        .end_run(
-            run,
-            &RunEnd {
-                ended_ns: ending.at_ns - t0,
-                end_reason: ending.reason,
-                exit_code: exit.code,
-                exit_signal: exit.signal,
-                root_pid: Some(root_pid),
-            },
-        )
-        .map_err(|e| TraceError::Format(e.to_string()))?;
+    profile.write(run, &batch)?;
+    profile.end_run(
+        run,
+        &RunEnd {
+            ended_ns: ending.at_ns - t0,
+            end_reason: ending.reason,
+            exit_code: exit.code,
+            exit_signal: exit.signal,
+            root_pid: Some(root_pid),
+        },
+    )?;
     Ok(summary)
+}
+
+fn launch_error(options: &TraceOptions, source: std::io::Error) -> TraceError {
+    TraceError::Launch {
+        program: options
+            .launch
+            .argv
+            .first()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        source,
+    }
 }
 
 /// One thread per CPU moving raw sub-buffers out of the kernel while the
@@ -326,7 +357,7 @@ pub fn trace(
 struct Readers {
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
-    threads: Vec<JoinHandle<Vec<u8>>>,
+    threads: Vec<(u32, JoinHandle<Vec<u8>>)>,
 }
 
 impl Readers {
@@ -353,8 +384,8 @@ impl Readers {
                         std::thread::sleep(Duration::from_millis(20));
                     }
                 })
-                .map_err(|e| TraceError::Format(format!("cannot start a reader thread: {e}")))?;
-            threads.push(thread);
+                .map_err(TraceError::Thread)?;
+            threads.push((cpu, thread));
         }
         Ok(Readers {
             stop,
@@ -368,11 +399,11 @@ impl Readers {
     }
 
     /// Drains what is left and returns each CPU's bytes.
-    fn finish(mut self) -> Vec<Vec<u8>> {
+    fn finish(mut self) -> Vec<(u32, Vec<u8>)> {
         self.stop.store(true, Ordering::Release);
         self.threads
             .drain(..)
-            .filter_map(|t| t.join().ok())
+            .filter_map(|(cpu, t)| Some((cpu, t.join().ok()?)))
             .collect()
     }
 }
@@ -381,7 +412,7 @@ impl Drop for Readers {
     fn drop(&mut self) {
         // Buffer files must be closed before the instance can be removed.
         self.stop.store(true, Ordering::Release);
-        for thread in self.threads.drain(..) {
+        for (_, thread) in self.threads.drain(..) {
             let _ = thread.join();
         }
     }

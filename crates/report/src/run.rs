@@ -88,9 +88,18 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
             human_bytes(t.bytes_read),
         ])
         .row(vec![
-            "touched (faulted or read())".into(),
+            if run.demand_reads {
+                "touched (read with readahead off)".into()
+            } else {
+                "touched (faulted or read())".into()
+            },
             thousands(t.pages_touched),
             human_bytes(t.bytes_touched),
+        ])
+        .row(vec![
+            "touched or fault-around mapped".into(),
+            thousands(t.pages_touched_or_mapped),
+            human_bytes(t.bytes_touched_or_mapped),
         ])
         .row(vec![
             "faulted".into(),
@@ -184,6 +193,20 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
     out
 }
 
+/// At most six names, so a browser's dozens of processes fit one line;
+/// --json has them all.
+fn process_list(processes: &[String]) -> String {
+    const SHOWN: usize = 6;
+    if processes.len() <= SHOWN {
+        return processes.join(", ");
+    }
+    format!(
+        "{} and {} more",
+        processes[..SHOWN].join(", "),
+        processes.len() - SHOWN
+    )
+}
+
 fn render_file(out: &mut String, f: &FileReport, view: &RunView) {
     let style = view.style;
     let has_detail = f.sections.is_some() || view.pages;
@@ -198,7 +221,7 @@ fn render_file(out: &mut String, f: &FileReport, view: &RunView) {
         thousands(f.pages_faulted),
         thousands(f.pages_mapped),
         thousands(f.pages_accessed),
-        f.processes.join(", ")
+        process_list(&f.processes)
     );
     if let Some(sections) = &f.sections {
         let mut table = Table::new(&[

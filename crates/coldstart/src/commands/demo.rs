@@ -210,6 +210,7 @@ fn trace_cold_start(
         buffer_kb_per_cpu: 64 * 1024,
         grace: std::time::Duration::from_millis(500),
         user_faults: true,
+        read_ahead_kb: None,
     };
     let interrupted = std::sync::atomic::AtomicBool::new(false);
     let summary = trace(&mut profile, &options, &interrupted, |_| {}, |_| {})

@@ -83,6 +83,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         buffer_kb_per_cpu: args.buffer_mb * 1024,
         grace: Duration::from_millis(500),
         user_faults: args.user_faults,
+        read_ahead_kb: args.read_ahead_kb,
     };
     let spinner = output::spinner();
     let summary = trace::trace(
@@ -109,6 +110,20 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
                 ));
             }
             Stage::WarmingUp => spinner.set_message("warm-up run (untraced)"),
+            Stage::Readahead {
+                devices,
+                read_ahead_kb,
+            } => spinner.println(format!(
+                "coldstart: read_ahead_kb set to {read_ahead_kb} on {devices} devices for this run"
+            )),
+            Stage::RestoredReadahead(paths) => spinner.println(format!(
+                "coldstart: restored readahead settings an earlier coldstart left changed: {}",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
             Stage::Tracing => spinner.set_message("tracing"),
             Stage::Writing { events } => {
                 spinner.set_message(format!("writing {events} events to the profile"))

@@ -27,8 +27,27 @@ pub enum TraceError {
     },
     #[error("this kernel has no tracepoint {0}, which coldstart trace needs")]
     MissingEvent(String),
-    #[error("{0}")]
-    Format(String),
+    #[error("tracefs event formats: {0}")]
+    Decoder(#[from] crate::tracefs::events::DecoderError),
+    #[error("tracefs header_page: {0}")]
+    Header(#[from] crate::tracefs::format::FormatError),
+    #[error("trace buffer of CPU {cpu}: {source}")]
+    Buffer {
+        cpu: u32,
+        source: crate::tracefs::ringbuf::RingbufError,
+    },
+    #[error(transparent)]
+    Cache(#[from] crate::cache::CacheError),
+    #[error(transparent)]
+    Readahead(#[from] crate::readahead::ReadaheadError),
+    #[error("profile: {0}")]
+    Profile(#[from] coldstart_profile::Error),
+    #[error("cannot start {program}: {source}")]
+    Launch { program: String, source: io::Error },
+    #[error("cannot start a trace reader thread: {0}")]
+    Thread(io::Error),
+    #[error("interrupted before the program started")]
+    Interrupted,
 }
 
 fn io_error(path: &Path, what: &'static str, source: io::Error) -> TraceError {
