@@ -14,6 +14,7 @@ pub use model::*;
 pub use schema::SCHEMA_VERSION;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// What can go wrong with a profile file.
@@ -30,6 +31,16 @@ pub enum Error {
         path: PathBuf,
         found: i32,
         supported: i32,
+    },
+    #[error(
+        "{path}: written by an older coldstart (profile schema {found}); upgrading it to schema {current} needs write access to the file: {source}"
+    )]
+    CannotUpgrade {
+        path: PathBuf,
+        found: i32,
+        current: i32,
+        #[source]
+        source: rusqlite::Error,
     },
     #[error("{path}: profile is damaged or unreadable: {source}")]
     Damaged {
@@ -73,7 +84,10 @@ impl Profile {
         if profile.is_empty_database()? {
             profile.create_schema()?;
         } else {
-            profile.check_schema()?;
+            let version = profile.check_schema()?;
+            profile
+                .upgrade(version)
+                .map_err(|source| damaged(path, source))?;
         }
         Ok(profile)
     }
@@ -109,8 +123,44 @@ impl Profile {
                 detail: "the file is empty".into(),
             });
         }
-        profile.check_schema()?;
+        let version = profile.check_schema()?;
+        if version < schema::SCHEMA_VERSION {
+            // Upgrading writes, so it needs a second, writable connection.
+            drop(profile);
+            let writable = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|source| cannot_upgrade(path, version, source))?;
+            let writer = Profile {
+                conn: writable,
+                path: path.to_path_buf(),
+            };
+            writer.configure()?;
+            writer
+                .upgrade(version)
+                .map_err(|source| cannot_upgrade(path, version, source))?;
+            drop(writer);
+            return Profile::open(path);
+        }
         Ok(profile)
+    }
+
+    /// Runs the migrations from `version` to the current schema, each in
+    /// its own transaction.
+    fn upgrade(&self, version: i32) -> rusqlite::Result<()> {
+        for from in version..schema::SCHEMA_VERSION {
+            let sql = format!(
+                "BEGIN; {} PRAGMA user_version = {}; COMMIT;",
+                schema::MIGRATIONS[(from - 1) as usize],
+                from + 1
+            );
+            if let Err(e) = self.conn.execute_batch(&sql) {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -147,7 +197,9 @@ impl Profile {
             .map_err(|source| self.classify(source))
     }
 
-    fn check_schema(&self) -> Result<()> {
+    /// Checks the file is a profile this build can read; returns its
+    /// schema version.
+    fn check_schema(&self) -> Result<i32> {
         let pragma = |name: &str| -> Result<i32> {
             self.conn
                 .query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
@@ -176,7 +228,7 @@ impl Profile {
                 detail: format!("schema version {version} is not one coldstart ever wrote"),
             });
         }
-        Ok(())
+        Ok(version)
     }
 
     /// SQLite reports "file is not a database" for foreign files; say that
@@ -223,12 +275,62 @@ impl Profile {
         Ok(self.conn.last_insert_rowid())
     }
 
-    /// Writes a batch of a run's rows in one transaction.
+    /// Writes a batch of a run's rows in one transaction. Page events are
+    /// appended after the run's earlier ones, in the batch's order (which
+    /// should be time order).
     pub fn write(&mut self, run: RunId, batch: &Batch) -> Result<Vec<FileId>> {
+        let path = self.path.clone();
+        let fail = |source| damaged(&path, source);
+        let exists: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
+                [run],
+                |row| row.get(0),
+            )
+            .map_err(fail)?;
+        if !exists {
+            return Err(Error::NoSuchRun {
+                path: path.clone(),
+                run,
+                hint: String::new(),
+            });
+        }
+        // Millions of page events: SQLite's per-row foreign key lookups
+        // would double the cost, so this writer checks the references itself
+        // (the run above, file ids below, kinds by type) with them off.
+        self.conn
+            .execute_batch("PRAGMA foreign_keys = OFF")
+            .map_err(fail)?;
+        let written = self.write_unchecked(run, batch);
+        let restored = self.conn.execute_batch("PRAGMA foreign_keys = ON");
+        let file_ids = written?;
+        restored.map_err(fail)?;
+        Ok(file_ids)
+    }
+
+    fn write_unchecked(&mut self, run: RunId, batch: &Batch) -> Result<Vec<FileId>> {
         let path = self.path.clone();
         let fail = |source| damaged(&path, source);
         let tx = self.conn.transaction().map_err(fail)?;
         let mut file_ids = Vec::with_capacity(batch.files.len());
+        let mut run_files: HashSet<FileId> = {
+            let mut select = tx
+                .prepare_cached("SELECT id FROM files WHERE run_id = ?1")
+                .map_err(fail)?;
+            select
+                .query_map([run], |row| row.get(0))
+                .map_err(fail)?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(fail)?
+        };
+        let next_seq: i64 = tx
+            .query_row(
+                "SELECT coalesce(max(seq) + 1, 0) FROM page_events WHERE run_id = ?1",
+                [run],
+                |row| row.get(0),
+            )
+            .map_err(fail)?;
         {
             let mut insert = tx
                 .prepare_cached(
@@ -251,12 +353,23 @@ impl Profile {
                     .map_err(fail)?;
                 file_ids.push(tx.last_insert_rowid());
             }
-            let resolve = |id: FileId| -> FileId {
+            run_files.extend(&file_ids);
+            let resolve = |id: FileId| -> Result<FileId> {
                 // Negative ids refer to files of this batch by position.
-                if id < 0 {
+                let resolved = if id < 0 {
                     file_ids.get((-id - 1) as usize).copied().unwrap_or(id)
                 } else {
                     id
+                };
+                if run_files.contains(&resolved) {
+                    Ok(resolved)
+                } else {
+                    Err(Error::Invalid {
+                        path: path.clone(),
+                        detail: format!(
+                            "run {run}: an event names file id {id}, not a file of this run"
+                        ),
+                    })
                 }
             };
             let mut insert = tx
@@ -282,22 +395,25 @@ impl Profile {
             }
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO page_events (run_id, t_ns, pid, file_id, page, npages, kind)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO page_events (run_id, seq, t_ns, pid, file_id, page, npages, kind)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .map_err(fail)?;
-            for e in &batch.page_events {
+            // Typed binds: this loop is the bulk of a trace's write time.
+            insert.raw_bind_parameter(1, run).map_err(fail)?;
+            for (seq, e) in (next_seq..).zip(&batch.page_events) {
+                insert.raw_bind_parameter(2, seq).map_err(fail)?;
+                insert.raw_bind_parameter(3, e.t_ns).map_err(fail)?;
+                insert.raw_bind_parameter(4, e.pid).map_err(fail)?;
                 insert
-                    .execute(params![
-                        run,
-                        e.t_ns,
-                        e.pid,
-                        resolve(e.file_id),
-                        e.page as i64,
-                        e.npages as i64,
-                        e.kind.code()
-                    ])
+                    .raw_bind_parameter(5, resolve(e.file_id)?)
                     .map_err(fail)?;
+                insert.raw_bind_parameter(6, e.page as i64).map_err(fail)?;
+                insert
+                    .raw_bind_parameter(7, e.npages as i64)
+                    .map_err(fail)?;
+                insert.raw_bind_parameter(8, e.kind.code()).map_err(fail)?;
+                insert.raw_execute().map_err(fail)?;
             }
             let mut insert = tx
                 .prepare_cached(
@@ -312,7 +428,7 @@ impl Profile {
                         run,
                         r.t_ns,
                         r.pid,
-                        resolve(r.file_id),
+                        resolve(r.file_id)?,
                         r.kind.as_str(),
                         r.page as i64,
                         r.size as i64,
@@ -503,7 +619,7 @@ impl Profile {
         let path = self.path.clone();
         let raw = self.query(
             "SELECT t_ns, pid, file_id, page, npages, kind FROM page_events
-             WHERE run_id = ?1 ORDER BY t_ns, rowid",
+             WHERE run_id = ?1 ORDER BY seq",
             run,
             |row| {
                 Ok((
@@ -531,7 +647,13 @@ impl Profile {
                     kind,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()
+            .map(|mut events| {
+                // Stored in time order unless a run was written in several
+                // unordered batches; a stable sort of sorted data is one pass.
+                events.sort_by_key(|e| e.t_ns);
+                events
+            })
     }
 
     pub fn readahead(&self, run: RunId) -> Result<Vec<Readahead>> {
@@ -681,6 +803,15 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         tool_version: row.get(17)?,
         complete: row.get(18)?,
     })
+}
+
+fn cannot_upgrade(path: &Path, found: i32, source: rusqlite::Error) -> Error {
+    Error::CannotUpgrade {
+        path: path.to_path_buf(),
+        found,
+        current: schema::SCHEMA_VERSION,
+        source,
+    }
 }
 
 fn damaged(path: &Path, source: rusqlite::Error) -> Error {

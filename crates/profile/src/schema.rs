@@ -6,8 +6,9 @@
 /// "cold" in ASCII: marks the file as a coldstart profile.
 pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
-/// The schema this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+/// The schema this build writes and reads. Older versions are upgraded in
+/// place by [`MIGRATIONS`] when a profile is opened.
+pub const SCHEMA_VERSION: i32 = 2;
 
 pub const CREATE: &str = r#"
 CREATE TABLE runs (
@@ -57,14 +58,15 @@ CREATE TABLE files (
 );
 CREATE TABLE page_events (
     run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,             -- position in the run, in time order
     t_ns    INTEGER NOT NULL,             -- ns after the program was started (may be negative)
     pid     INTEGER NOT NULL,
-    file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+    file_id INTEGER NOT NULL,             -- files.id of the same run (checked by the writer)
     page    INTEGER NOT NULL,             -- first page index in the file
     npages  INTEGER NOT NULL,
-    kind    INTEGER NOT NULL REFERENCES event_kinds(id)
-);
-CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
+    kind    INTEGER NOT NULL REFERENCES event_kinds(id),
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
 CREATE TABLE event_kinds (
     id   INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -103,3 +105,30 @@ CREATE TABLE lost_events (
     PRIMARY KEY (run_id, cpu)
 ) WITHOUT ROWID;
 "#;
+
+/// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
+pub const MIGRATIONS: &[&str] = &[
+    // 1 -> 2: page events clustered by (run, time order), so a trace's
+    // events append to one B-tree and a run reads back without a sort;
+    // the per-row foreign key to files (an unindexed check on every insert
+    // and delete) is dropped.
+    r#"
+CREATE TABLE page_events_v2 (
+    run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,
+    t_ns    INTEGER NOT NULL,
+    pid     INTEGER NOT NULL,
+    file_id INTEGER NOT NULL,
+    page    INTEGER NOT NULL,
+    npages  INTEGER NOT NULL,
+    kind    INTEGER NOT NULL REFERENCES event_kinds(id),
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+INSERT INTO page_events_v2
+    SELECT run_id, row_number() OVER (PARTITION BY run_id ORDER BY t_ns, rowid) - 1,
+           t_ns, pid, file_id, page, npages, kind
+    FROM page_events;
+DROP TABLE page_events;
+ALTER TABLE page_events_v2 RENAME TO page_events;
+"#,
+];

@@ -154,18 +154,7 @@ fn an_unfinished_run_is_listed_but_not_chosen_by_default() {
     let path = dir.path().join("p.db");
     let mut profile = Profile::create_or_open(&path).unwrap();
     let first = profile.begin_run(&start()).unwrap();
-    profile
-        .end_run(
-            first,
-            &RunEnd {
-                ended_ns: 1,
-                end_reason: EndReason::Exited,
-                exit_code: Some(0),
-                exit_signal: None,
-                root_pid: None,
-            },
-        )
-        .unwrap();
+    profile.end_run(first, &ended()).unwrap();
     let second = profile.begin_run(&start()).unwrap();
     profile.write(second, &batch()).unwrap();
     // The recorder "dies" here: no end_run.
@@ -261,17 +250,7 @@ fn foreign_damaged_and_newer_files_are_refused_by_name() {
             .collect();
         p.write(run, &big).unwrap();
         // Fold the write-ahead log into the file so truncating it matters.
-        p.end_run(
-            run,
-            &RunEnd {
-                ended_ns: 1,
-                end_reason: EndReason::Exited,
-                exit_code: Some(0),
-                exit_signal: None,
-                root_pid: None,
-            },
-        )
-        .unwrap();
+        p.end_run(run, &ended()).unwrap();
     }
     Connection::open(&cut)
         .unwrap()
@@ -288,4 +267,115 @@ fn foreign_damaged_and_newer_files_are_refused_by_name() {
         .expect_err("a truncated profile must not read as whole")
         .to_string();
     assert!(err.starts_with(&cut.display().to_string()), "{err}");
+}
+
+fn ended() -> RunEnd {
+    RunEnd {
+        ended_ns: 1,
+        end_reason: EndReason::Exited,
+        exit_code: Some(0),
+        exit_signal: None,
+        root_pid: None,
+    }
+}
+
+#[test]
+fn a_schema_1_profile_is_upgraded_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let run = {
+        let mut p = Profile::create_or_open(&path).unwrap();
+        let run = p.begin_run(&start()).unwrap();
+        p.write(run, &batch()).unwrap();
+        p.end_run(run, &ended()).unwrap();
+        run
+    };
+    // Put page_events back in schema 1's layout (no seq, rowid table with
+    // an index), rows stored newest first, as coldstart 0.1 could leave them.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "BEGIN;
+             CREATE TABLE v1 (
+                 run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+                 t_ns INTEGER NOT NULL, pid INTEGER NOT NULL,
+                 file_id INTEGER NOT NULL REFERENCES files(id) ON DELETE CASCADE,
+                 page INTEGER NOT NULL, npages INTEGER NOT NULL,
+                 kind INTEGER NOT NULL REFERENCES event_kinds(id));
+             INSERT INTO v1 SELECT run_id, t_ns, pid, file_id, page, npages, kind
+                 FROM page_events ORDER BY seq DESC;
+             DROP TABLE page_events;
+             ALTER TABLE v1 RENAME TO page_events;
+             CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
+             PRAGMA user_version = 1;
+             COMMIT;",
+        )
+        .unwrap();
+
+    let profile = Profile::open(&path).unwrap();
+    let events = profile.page_events(run).unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.t_ns).collect::<Vec<_>>(),
+        vec![-5, 10],
+        "every event kept, in time order"
+    );
+    drop(profile);
+    let version: i32 = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    // And it takes new runs like any other profile.
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let second = p.begin_run(&start()).unwrap();
+    p.write(second, &batch()).unwrap();
+    assert_eq!(p.page_events(second).unwrap().len(), 2);
+}
+
+#[test]
+fn writes_check_references_and_batches_append_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let ids = p.write(run, &batch()).unwrap();
+
+    // An event naming a file of no batch and no run: refused, nothing kept.
+    let mut bad = batch();
+    bad.files.clear();
+    bad.readahead.clear();
+    bad.page_events[0].file_id = 999_999;
+    let err = p.write(run, &bad).unwrap_err().to_string();
+    assert!(err.contains("file id 999999"), "{err}");
+    assert_eq!(p.page_events(run).unwrap().len(), 2);
+
+    // A run that does not exist.
+    let err = p.write(run + 1, &batch()).unwrap_err().to_string();
+    assert!(err.contains(&format!("no run {}", run + 1)), "{err}");
+
+    // A second batch naming the first batch's files by id: appended, and
+    // read back in time order across batches.
+    let mut more = batch();
+    more.files.clear();
+    more.readahead.clear();
+    more.processes.clear();
+    more.marks.clear();
+    more.lost.clear();
+    more.page_events[0].file_id = ids[0];
+    more.page_events[0].t_ns = 0;
+    more.page_events[1].file_id = ids[1];
+    more.page_events[1].t_ns = 20;
+    p.write(run, &more).unwrap();
+    let times: Vec<i64> = p.page_events(run).unwrap().iter().map(|e| e.t_ns).collect();
+    assert_eq!(times, vec![-5, 0, 10, 20]);
+
+    // The events still belong to their run: deleting it deletes them.
+    drop(p);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM runs;")
+        .unwrap();
+    let left: i64 = conn
+        .query_row("SELECT count(*) FROM page_events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
 }
