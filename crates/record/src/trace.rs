@@ -285,16 +285,7 @@ pub fn trace(
     drop(instance);
     let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
 
-    let mut events = Vec::new();
-    for (cpu, buffer) in &buffers {
-        ringbuf::decode_stream(buffer, &header, |ts, payload| {
-            if let Some(event) = decoder.decode(ts, payload) {
-                events.push(event);
-            }
-        })
-        .map_err(|source| TraceError::Buffer { cpu: *cpu, source })?;
-    }
-    events.sort_by_key(|e| e.ts);
+    let events = decode_buffers(&buffers, &header, &decoder)?;
     stage(Stage::Writing {
         events: events.len(),
     });
@@ -418,9 +409,30 @@ impl Drop for Readers {
     }
 }
 
+/// Decodes each CPU's raw sub-buffers (as read from trace_pipe_raw) into
+/// events, merged in time order.
+pub fn decode_buffers(
+    buffers: &[(u32, Vec<u8>)],
+    header: &HeaderPage,
+    decoder: &Decoder,
+) -> Result<Vec<TraceEvent>, TraceError> {
+    let mut events = Vec::new();
+    for (cpu, buffer) in buffers {
+        ringbuf::decode_stream(buffer, header, |ts, payload| {
+            if let Some(event) = decoder.decode(ts, payload) {
+                events.push(event);
+            }
+        })
+        .map_err(|source| TraceError::Buffer { cpu: *cpu, source })?;
+    }
+    // Each CPU's stream is in order already: a stable sort merges them fast.
+    events.sort_by_key(|e| e.ts);
+    Ok(events)
+}
+
 /// Snapshots of the tree's file mappings per process, newest last.
 #[derive(Default)]
-struct Mappings {
+pub struct Mappings {
     by_pid: HashMap<i32, Vec<Vec<FileMapping>>>,
 }
 
@@ -450,15 +462,20 @@ impl Mappings {
     }
 }
 
-struct Assembled {
-    batch: Batch,
-    pages_read: u64,
-    pages_read_by_tree: u64,
+/// A run's rows, ready for [`Profile::write`].
+pub struct Assembled {
+    pub batch: Batch,
+    pub pages_read: u64,
+    pub pages_read_by_tree: u64,
 }
 
 /// Turns decoded events into profile rows: the process tree, the files
 /// with their exact paths, and page events on the run's clock.
-fn assemble(
+///
+/// `t0` is the launch time on the trace clock, `opens` what the open
+/// watcher saw, `mapped` paths found in /proc/PID/maps, `mappings` the
+/// tree's mappings for user faults.
+pub fn assemble(
     events: &[TraceEvent],
     t0: i64,
     root_pid: i32,
