@@ -18,52 +18,14 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import time
+
+from benchlib import build_coldstart, ci95, ensure_installed, timed
 
 DEFAULT_FILES = {
     "/usr/lib/firefox-esr/libxul.so": "firefox-esr",
     "/usr/lib/chromium/chromium": "chromium",
 }
-
-# Two-sided 95% Student t quantiles by degrees of freedom.
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365,
-       8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160,
-       14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-       20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000}
-
-
-def t95(df):
-    if df in T95:
-        return T95[df]
-    known = sorted(k for k in T95 if k <= df)
-    return T95[known[-1]] if known else T95[1]
-
-
-def ci95(samples):
-    if len(samples) < 2:
-        return float("nan")
-    return t95(len(samples) - 1) * statistics.stdev(samples) / len(samples) ** 0.5
-
-
-def ensure_installed(files):
-    missing = sorted({pkg for path, pkg in files.items() if pkg and not os.path.exists(path)})
-    if not missing:
-        return
-    if os.geteuid() != 0:
-        sys.exit(f"missing {', '.join(missing)}: run as root so apt-get can install them")
-    print(f"installing {' '.join(missing)} ...", file=sys.stderr)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
-
-
-def timed(argv):
-    start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def main():
@@ -74,9 +36,7 @@ def main():
 
     files = {f: None for f in args.files} if args.files else DEFAULT_FILES
     ensure_installed(files)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "coldstart"], check=True, cwd=root)
-    coldstart = os.path.join(root, "target", "release", "coldstart")
+    coldstart = build_coldstart()
     readelf = shutil.which("readelf") or sys.exit("readelf not found (apt-get install binutils)")
 
     kernel = os.uname().release

@@ -17,7 +17,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -147,6 +147,8 @@ pub struct Launched {
     pub t0_ns: i64,
     exit: Arc<Mutex<Option<(i64, std::process::ExitStatus)>>>,
     ready_at: Arc<AtomicI64>,
+    /// Rung when the program exits or prints its ready line.
+    wake: Arc<Wake>,
     waiter: Option<JoinHandle<()>>,
     forwarders: Vec<JoinHandle<()>>,
     spec: LaunchSpec,
@@ -249,17 +251,31 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     let root_pid = child.id() as i32;
 
     let ready_at = Arc::new(AtomicI64::new(NOT_READY));
+    let wake = Arc::new(Wake::default());
     let mut forwarders = Vec::new();
     if let Some(out) = child.stdout.take() {
         let to_stdout = spec.forward == Forward::Through;
-        forwarders.push(forward(out, to_stdout, spec.ready_regex.clone(), &ready_at));
+        forwarders.push(forward(
+            out,
+            to_stdout,
+            spec.ready_regex.clone(),
+            &ready_at,
+            &wake,
+        ));
     }
     if let Some(err) = child.stderr.take() {
-        forwarders.push(forward(err, false, spec.ready_regex.clone(), &ready_at));
+        forwarders.push(forward(
+            err,
+            false,
+            spec.ready_regex.clone(),
+            &ready_at,
+            &wake,
+        ));
     }
     let exit = Arc::new(Mutex::new(None));
     let waiter = {
         let exit = Arc::clone(&exit);
+        let wake = Arc::clone(&wake);
         std::thread::Builder::new()
             .name("coldstart-wait".into())
             .spawn(move || {
@@ -268,6 +284,7 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
                     if let Ok(mut slot) = exit.lock() {
                         *slot = Some((at, status));
                     }
+                    wake.ring();
                 }
             })?
     };
@@ -276,6 +293,7 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
         t0_ns,
         exit,
         ready_at,
+        wake,
         waiter: Some(waiter),
         forwarders,
         spec: spec.clone(),
@@ -288,8 +306,10 @@ fn forward(
     to_stdout: bool,
     regex: Option<Regex>,
     ready_at: &Arc<AtomicI64>,
+    wake: &Arc<Wake>,
 ) -> JoinHandle<()> {
     let ready_at = Arc::clone(ready_at);
+    let wake = Arc::clone(wake);
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
@@ -309,6 +329,7 @@ fn forward(
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 );
+                wake.ring();
             }
             // A closed coldstart stdout must not stop the program's output
             // from being drained (the program would block on a full pipe).
@@ -319,6 +340,33 @@ fn forward(
             };
         }
     })
+}
+
+/// A doorbell between the threads watching the program and the one
+/// waiting for its end.
+#[derive(Default)]
+struct Wake {
+    rung: Mutex<bool>,
+    bell: Condvar,
+}
+
+impl Wake {
+    fn ring(&self) {
+        if let Ok(mut rung) = self.rung.lock() {
+            *rung = true;
+            self.bell.notify_all();
+        }
+    }
+
+    /// Waits until rung (since the last wait) or `timeout` passed.
+    fn wait(&self, timeout: Duration) {
+        let Ok(rung) = self.rung.lock() else {
+            return;
+        };
+        if let Ok((mut rung, _)) = self.bell.wait_timeout_while(rung, timeout, |rung| !*rung) {
+            *rung = false;
+        }
+    }
 }
 
 /// The line without its terminator, so `$` matches at the end of the line.
@@ -377,7 +425,10 @@ impl Launched {
                 tick();
                 last_tick = now;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            // Exit and ready are timed where they happen and ring at once;
+            // the ready file, the timeout and Ctrl-C are polled. No busy
+            // loop: on a small machine it would steal CPU from the program.
+            self.wake.wait(Duration::from_millis(10));
         }
     }
 

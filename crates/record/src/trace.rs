@@ -106,6 +106,9 @@ pub struct TraceSummary {
     pub processes_in_tree: usize,
     pub pages_read: u64,
     pub pages_read_by_tree: u64,
+    /// With `CacheMode::Warm`: how long the untraced warm-up run took, from
+    /// launch to its end, measured the same way as the traced run.
+    pub warmup_ns: Option<i64>,
 }
 
 /// Traces one run of the program into `profile`.
@@ -127,6 +130,7 @@ pub fn trace(
     }
     let page_size = cache::page_size();
 
+    let mut warmup_ns = None;
     match options.cache {
         CacheMode::Cold => {
             stage(Stage::DroppingCaches);
@@ -150,7 +154,8 @@ pub fn trace(
             let mut untraced = options.launch.clone();
             untraced.forward = launch::Forward::Discard;
             let warmup = launch::launch(&untraced).map_err(|e| launch_error(options, e))?;
-            warmup.wait_for_end(interrupted, || {});
+            let ending = warmup.wait_for_end(interrupted, || {});
+            warmup_ns = Some(ending.at_ns - warmup.t0_ns);
             warmup.terminate(options.grace);
         }
     }
@@ -202,7 +207,7 @@ pub fn trace(
             None
         }
     };
-    let readers = Readers::start(&instance, subbuf_size)?;
+    let readers = Readers::start(&instance, subbuf_size, options.buffer_kb_per_cpu)?;
 
     let start = RunStart {
         argv: options
@@ -259,7 +264,11 @@ pub fn trace(
     // it runs, turn them into file pages.
     let mut mappings = Mappings::default();
     let ending: Ending = launched.wait_for_end(interrupted, || {
-        mappings.sample(&launched.members());
+        // Reading /proc/PID/maps takes each process's mmap lock: only
+        // worth it when user faults need resolving.
+        if options.user_faults {
+            mappings.sample(&launched.members());
+        }
         progress(Progress {
             elapsed_ns: monotonic_ns() - t0,
             trace_bytes: readers.bytes(),
@@ -267,7 +276,9 @@ pub fn trace(
     });
     // Startup is over: what happens while the tree is torn down is not.
     instance.set("tracing_on", "0")?;
-    mappings.sample(&launched.members());
+    if options.user_faults {
+        mappings.sample(&launched.members());
+    }
     let mapped = paths::mapped_files();
     let exit = launched.terminate(options.grace);
     drop(readahead);
@@ -316,6 +327,7 @@ pub fn trace(
         processes_in_tree: batch.processes.iter().filter(|p| p.in_tree).count(),
         pages_read: assembled.pages_read,
         pages_read_by_tree: assembled.pages_read_by_tree,
+        warmup_ns,
     };
     profile.write(run, &batch)?;
     profile.end_run(
@@ -352,7 +364,16 @@ struct Readers {
 }
 
 impl Readers {
-    fn start(instance: &Instance, subbuf_size: usize) -> Result<Readers, TraceError> {
+    fn start(
+        instance: &Instance,
+        subbuf_size: usize,
+        buffer_kb: u64,
+    ) -> Result<Readers, TraceError> {
+        // Wake often enough that a CPU writing 40 MB/s of events (several
+        // times a browser's cold start) fills a quarter of its buffer at
+        // most, and seldom enough not to disturb the program: 100 ms with
+        // the default 64 MiB.
+        let period = Duration::from_millis((buffer_kb / 160).clamp(5, 100));
         let stop = Arc::new(AtomicBool::new(false));
         let bytes = Arc::new(AtomicU64::new(0));
         let mut threads = Vec::new();
@@ -372,7 +393,7 @@ impl Readers {
                         if done {
                             return out;
                         }
-                        std::thread::sleep(Duration::from_millis(20));
+                        std::thread::park_timeout(period);
                     }
                 })
                 .map_err(TraceError::Thread)?;
@@ -392,6 +413,9 @@ impl Readers {
     /// Drains what is left and returns each CPU's bytes.
     fn finish(mut self) -> Vec<(u32, Vec<u8>)> {
         self.stop.store(true, Ordering::Release);
+        for (_, thread) in &self.threads {
+            thread.thread().unpark();
+        }
         self.threads
             .drain(..)
             .filter_map(|(cpu, t)| Some((cpu, t.join().ok()?)))
@@ -404,6 +428,7 @@ impl Drop for Readers {
         // Buffer files must be closed before the instance can be removed.
         self.stop.store(true, Ordering::Release);
         for (_, thread) in self.threads.drain(..) {
+            thread.thread().unpark();
             let _ = thread.join();
         }
     }

@@ -159,6 +159,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         end_reason: summary.reason.as_str(),
         ready_ms: report.run.ready_ns.map(ms),
         ended_ms: ms(summary.ended_ns),
+        warmup_ms: summary.warmup_ns.map(ms),
         exit_code: summary.exit.code,
         exit_signal: summary.exit.signal,
         processes: summary.processes_in_tree,
@@ -233,6 +234,8 @@ struct Summary {
     end_reason: &'static str,
     ready_ms: Option<f64>,
     ended_ms: f64,
+    /// --cache warm: the untraced warm-up run, launched the same way.
+    warmup_ms: Option<f64>,
     exit_code: Option<i32>,
     exit_signal: Option<i32>,
     processes: usize,
@@ -267,6 +270,12 @@ fn render(s: &Summary) -> String {
         None => {
             let _ = writeln!(out, "  ended after      {:.1} ms (never ready)", s.ended_ms);
         }
+    }
+    if let Some(warmup) = s.warmup_ms {
+        let _ = writeln!(
+            out,
+            "  untraced run     {warmup:.1} ms (the warm-up, launched the same way)"
+        );
     }
     if let Some(code) = s.exit_code {
         let _ = writeln!(out, "  exit status      {code}");

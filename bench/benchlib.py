@@ -1,0 +1,74 @@
+"""Shared pieces of coldstart's benchmark scripts: statistics as
+BENCHMARKS.md asks for them (median, mean, 95% confidence interval),
+installing the large packages a benchmark measures, and building coldstart.
+"""
+
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+# Two-sided 95% Student t quantiles by degrees of freedom.
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365,
+       8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160,
+       14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+       20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000}
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def t95(df):
+    if df in T95:
+        return T95[df]
+    known = sorted(k for k in T95 if k <= df)
+    return T95[known[-1]] if known else T95[1]
+
+
+def ci95(samples):
+    """Half-width of the 95% confidence interval of the mean."""
+    if len(samples) < 2:
+        return float("nan")
+    return t95(len(samples) - 1) * statistics.stdev(samples) / len(samples) ** 0.5
+
+
+def median_ci95(samples, resamples=10000, seed=1):
+    """95% bootstrap interval of the median."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(samples, k=len(samples)))
+                     for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def describe(samples, unit=1e3, suffix="ms"):
+    """'median (mean ± CI)' in the given unit."""
+    return (f"{statistics.median(samples) * unit:.1f} {suffix} "
+            f"({statistics.mean(samples) * unit:.1f} ± {ci95(samples) * unit:.1f})")
+
+
+def ensure_installed(paths):
+    """Installs the Debian packages of {path: package} whose path is missing."""
+    missing = sorted({pkg for path, pkg in paths.items() if pkg and not os.path.exists(path)})
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        sys.exit(f"missing {', '.join(missing)}: run as root so apt-get can install them")
+    print(f"installing {' '.join(missing)} ...", file=sys.stderr)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+
+
+def build_coldstart():
+    """Builds coldstart in release mode; returns the binary's path."""
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "coldstart"], check=True, cwd=ROOT)
+    return os.path.join(ROOT, "target", "release", "coldstart")
+
+
+def timed(argv, **kwargs):
+    """Wall time of one run of argv, output discarded."""
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kwargs)
+    return time.perf_counter() - start
