@@ -135,6 +135,8 @@ never as root, unless --as-root is given.
 
 The run ends when the program exits, when a line of its output matches --ready-regex, \
 when --ready-file appears, or at --timeout; then its whole process tree is terminated. \
+The program's standard input is /dev/null (it runs in its own process group, where \
+reading the terminal would stop it); its output is passed through. \
 Ctrl-C stops the run, keeps what was recorded and cleans up.";
 
 const TRACE_EXAMPLES: &str = "\

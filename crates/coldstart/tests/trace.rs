@@ -481,6 +481,40 @@ fn a_ready_line_ends_the_run_and_is_marked() {
 }
 
 #[test]
+fn the_program_reads_end_of_file_not_coldstarts_open_stdin() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let db = dir.path().join("t.db");
+    // coldstart's own stdin is a pipe that stays open: a program that
+    // inherited it would wait on it until the timeout.
+    let mut child = coldstart()
+        .args(["trace", "--json", "--timeout", "20", "-o"])
+        .arg(&db)
+        .arg("--evict")
+        .arg(&db)
+        .args(["--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("coldstart starts");
+    let held_open = child.stdin.take();
+    let out = child.wait_with_output().expect("coldstart runs");
+    drop(held_open);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = json(&out);
+    assert_eq!(summary["end_reason"], "exited");
+    assert_eq!(summary["exit_code"], 0);
+    no_instances_left();
+}
+
+#[test]
 fn a_program_that_cannot_start_is_a_clear_error() {
     if !can_trace() {
         return;

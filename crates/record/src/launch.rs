@@ -189,7 +189,9 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     let cgroup = Cgroup::create("tree");
     let procs = cgroup.as_ref().and_then(|g| g.procs_file().ok());
     let mut command = Command::new(program);
-    command.args(args).stdin(Stdio::inherit());
+    // The program runs in its own process group, so reading the terminal would
+    // stop it with SIGTTIN until the timeout; it reads end-of-file instead.
+    command.args(args).stdin(Stdio::null());
     match spec.forward {
         Forward::Discard => {
             command.stdout(Stdio::null()).stderr(Stdio::null());
