@@ -193,7 +193,8 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     // stop it with SIGTTIN until the timeout; it reads end-of-file instead.
     command.args(args).stdin(Stdio::null());
     match spec.forward {
-        Forward::Discard => {
+        // A ready line must still be seen, so output is read and dropped.
+        Forward::Discard if spec.ready_regex.is_none() => {
             command.stdout(Stdio::null()).stderr(Stdio::null());
         }
         _ => {
@@ -256,23 +257,19 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     let wake = Arc::new(Wake::default());
     let mut forwarders = Vec::new();
     if let Some(out) = child.stdout.take() {
-        let to_stdout = spec.forward == Forward::Through;
-        forwarders.push(forward(
-            out,
-            to_stdout,
-            spec.ready_regex.clone(),
-            &ready_at,
-            &wake,
-        ));
+        let to = match spec.forward {
+            Forward::Through => Sink::Stdout,
+            Forward::ToStderr => Sink::Stderr,
+            Forward::Discard => Sink::Nowhere,
+        };
+        forwarders.push(forward(out, to, spec.ready_regex.clone(), &ready_at, &wake));
     }
     if let Some(err) = child.stderr.take() {
-        forwarders.push(forward(
-            err,
-            false,
-            spec.ready_regex.clone(),
-            &ready_at,
-            &wake,
-        ));
+        let to = match spec.forward {
+            Forward::Discard => Sink::Nowhere,
+            _ => Sink::Stderr,
+        };
+        forwarders.push(forward(err, to, spec.ready_regex.clone(), &ready_at, &wake));
     }
     let exit = Arc::new(Mutex::new(None));
     let waiter = {
@@ -303,9 +300,17 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     })
 }
 
+/// Where one of the program's output streams goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sink {
+    Stdout,
+    Stderr,
+    Nowhere,
+}
+
 fn forward(
     stream: impl Read + Send + 'static,
-    to_stdout: bool,
+    to: Sink,
     regex: Option<Regex>,
     ready_at: &Arc<AtomicI64>,
     wake: &Arc<Wake>,
@@ -335,10 +340,10 @@ fn forward(
             }
             // A closed coldstart stdout must not stop the program's output
             // from being drained (the program would block on a full pipe).
-            let _ = if to_stdout {
-                io::stdout().lock().write_all(&line)
-            } else {
-                io::stderr().lock().write_all(&line)
+            let _ = match to {
+                Sink::Stdout => io::stdout().lock().write_all(&line),
+                Sink::Stderr => io::stderr().lock().write_all(&line),
+                Sink::Nowhere => Ok(()),
             };
         }
     })
