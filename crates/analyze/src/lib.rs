@@ -7,4 +7,4 @@ pub mod pages;
 pub mod run;
 
 pub use model::*;
-pub use run::{Options, analyze};
+pub use run::{Options, analyze, files_used};

@@ -554,3 +554,24 @@ fn totals(files: &[FileReport]) -> Totals {
     t.read_amplification = ratio(t.pages_read, t.pages_touched);
     t
 }
+
+/// The files the traced program's own processes read or touched in a run
+/// (the latest complete one when `run` is None), by path, largest reader
+/// first: what selective-cold eviction drops. Files only other processes
+/// used, and files whose path was never resolved, are left out.
+pub fn files_used(profile: &Profile, run: Option<RunId>) -> Result<Vec<std::path::PathBuf>> {
+    let (report, _) = analyze(
+        profile,
+        &Options {
+            run,
+            attribute: false,
+            ..Default::default()
+        },
+    )?;
+    Ok(report
+        .files
+        .into_iter()
+        .filter(|f| f.resolved)
+        .map(|f| std::path::PathBuf::from(f.path))
+        .collect())
+}

@@ -53,6 +53,9 @@ pub enum Command {
     /// Explain a traced run: per file, section and symbol, read versus touched
     #[command(after_help = REPORT_EXAMPLES, long_about = REPORT_LONG)]
     Report(ReportArgs),
+    /// Drop files from the page cache, or check how much of them is resident
+    #[command(after_help = EVICT_EXAMPLES, long_about = EVICT_LONG)]
+    Evict(EvictArgs),
     /// Build the bundled sample application and run coldstart on it
     #[command(after_help = DEMO_EXAMPLES, long_about = DEMO_LONG)]
     Demo(DemoArgs),
@@ -292,6 +295,58 @@ pub struct ReportArgs {
     /// Write a timeline for ui.perfetto.dev (Chrome trace JSON)
     #[arg(long, value_name = "OUT.json")]
     pub perfetto: Option<PathBuf>,
+}
+
+const EVICT_LONG: &str = "\
+Drop files from the page cache (dirty data is written back first, then \
+posix_fadvise DONTNEED) and verify with cachestat(2), or mincore(2) on kernels \
+before 6.5, how many pages stayed resident. Pages that running processes map \
+cannot be dropped: those files name the processes that map them (from \
+/proc/PID/maps). Directories are walked; symbolic links to files are followed.
+
+--check only measures residency, like vmtouch. --all drops the whole page cache, \
+dentries and inodes (root). --profile evicts the files the traced program used in \
+a run of a profile: the selective-cold state of `coldstart trace` and `bench`.
+
+Exits 1 when a file could not be opened or evicted; pages held by mappings are \
+reported, not an error.";
+
+const EVICT_EXAMPLES: &str = "\
+Examples:
+  coldstart evict /usr/lib/firefox-esr
+  coldstart evict --check /usr/lib/firefox-esr/libxul.so
+  coldstart evict --profile ff.db --json
+  sudo coldstart evict --all";
+
+#[derive(Debug, Args)]
+pub struct EvictArgs {
+    /// Files or directories
+    #[arg(value_name = "PATH", required_unless_present_any = ["profile", "all"])]
+    pub paths: Vec<PathBuf>,
+
+    /// Evict the files the program used in a run of this profile
+    #[arg(long, value_name = "PROFILE.db", conflicts_with = "all")]
+    pub profile: Option<PathBuf>,
+
+    /// Run of --profile [default: the latest complete run]
+    #[arg(long, value_name = "N", requires = "profile")]
+    pub run: Option<i64>,
+
+    /// Only report how much of each file is resident; evict nothing
+    #[arg(long, conflicts_with = "all")]
+    pub check: bool,
+
+    /// Drop the whole page cache, dentries and inodes (needs root)
+    #[arg(long, conflicts_with = "paths")]
+    pub all: bool,
+
+    /// With --check: list the resident page ranges of each file
+    #[arg(long, requires = "check")]
+    pub pages: bool,
+
+    /// Print JSON (field names in docs/evict-json.md)
+    #[arg(long)]
+    pub json: bool,
 }
 
 const DEMO_LONG: &str = "\

@@ -199,19 +199,7 @@ fn files_to_evict(profile: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let profile = Profile::open(profile).with_context(|| {
         "--cache selective evicts the files of a previous run: trace once with --cache cold first, or give --evict-from PROFILE"
     })?;
-    let (report, _) = analyze::analyze(
-        &profile,
-        &analyze::Options {
-            attribute: false,
-            ..Default::default()
-        },
-    )?;
-    Ok(report
-        .files
-        .iter()
-        .filter(|f| f.resolved)
-        .map(|f| PathBuf::from(&f.path))
-        .collect())
+    Ok(analyze::files_used(&profile, None)?)
 }
 
 /// A profile created through sudo belongs to the user, like their files.
