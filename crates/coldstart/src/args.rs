@@ -53,6 +53,9 @@ pub enum Command {
     /// Explain a traced run: per file, section and symbol, read versus touched
     #[command(after_help = REPORT_EXAMPLES, long_about = REPORT_LONG)]
     Report(ReportArgs),
+    /// Time a program's start over repeated runs: warm, cold or selective-cold
+    #[command(after_help = BENCH_EXAMPLES, long_about = BENCH_LONG)]
+    Bench(BenchArgs),
     /// Drop files from the page cache, or check how much of them is resident
     #[command(after_help = EVICT_EXAMPLES, long_about = EVICT_LONG)]
     Evict(EvictArgs),
@@ -347,6 +350,99 @@ pub struct EvictArgs {
     /// Print JSON (field names in docs/evict-json.md)
     #[arg(long)]
     pub json: bool,
+}
+
+const BENCH_LONG: &str = "\
+Run a command many times and time its start: from launch until it exits, prints a \
+line matching --ready-regex or creates --ready-file (then its whole process tree is \
+terminated). Before every run the page cache is put in the chosen state: warm (as \
+the previous runs left it), cold (the whole page cache, dentries and inodes dropped; \
+root), or selective (only the files the program uses are evicted, as after a reboot \
+that kept shared libraries cached: the files come from --profile or from a first \
+traced run).
+
+Variants are interleaved run by run (A B A B ...), never run in blocks: every \
+command of --vs in every --cache state given. A warm run whose files an eviction may \
+have dropped since it last ran is preceded by an untimed run. Beside the time, each \
+run counts the major and minor page faults and the bytes read from storage by the \
+whole process tree (getrusage of the reaped tree).
+
+Prints per variant the median, mean with its 95% confidence interval (Student t), \
+standard deviation, min, max, outliers (median absolute deviation), and the ratio of \
+each variant to the first with its 95% confidence interval (Fieller). Runs that time \
+out or fail are listed and not counted. Started through sudo, the program runs as \
+the invoking user. JSON field names are documented in docs/bench-json.md.";
+
+const BENCH_EXAMPLES: &str = "\
+Examples:
+  coldstart bench -- python3 -c 'import json'
+  sudo coldstart bench --cache warm,cold -n 10 --ready-regex . -- firefox-esr --headless --screenshot /tmp/x.png about:blank
+  sudo coldstart bench --cache selective --profile ff.db -- firefox-esr ...
+  coldstart bench --vs './app-ordered --quit' --markdown table.md -- ./app --quit";
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Page cache state before every run; several (warm,cold,selective) are
+    /// interleaved as variants
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "warm")]
+    pub cache: Vec<CacheArg>,
+
+    /// Timed runs per variant
+    #[arg(short = 'n', long, default_value_t = 10, value_name = "RUNS")]
+    pub runs: usize,
+
+    /// Untimed runs of each variant before the first timed one
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub warmup: usize,
+
+    /// Another command to compare, split into words like a shell would (no shell
+    /// runs it); repeatable
+    #[arg(long, value_name = "COMMAND")]
+    pub vs: Vec<String>,
+
+    /// Names of the commands in tables (the main command first, then each --vs)
+    #[arg(long, value_name = "NAME")]
+    pub name: Vec<String>,
+
+    /// Startup is over when a line of the program's output matches this regex
+    #[arg(long, value_name = "RE", conflicts_with = "ready_file")]
+    pub ready_regex: Option<String>,
+
+    /// Startup is over when this file exists (removed before every run)
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+
+    /// A run not ready after this many seconds is killed and marked failed
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub timeout: f64,
+
+    /// Profile whose run names the files --cache selective evicts
+    #[arg(long, value_name = "PROFILE.db")]
+    pub profile: Option<PathBuf>,
+
+    /// Run of --profile [default: the latest complete run]
+    #[arg(long, value_name = "N", requires = "profile")]
+    pub run: Option<i64>,
+
+    /// Write the results as JSON to this file ("-" for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write the table as Markdown to this file ("-" for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+
+    /// Show the program's output (by default it is discarded)
+    #[arg(long)]
+    pub show_output: bool,
+
+    /// Run the program as root even when started through sudo
+    #[arg(long)]
+    pub as_root: bool,
+
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 const DEMO_LONG: &str = "\

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         args::Command::Runs(a) => commands::runs::run(&a),
         args::Command::Report(a) => commands::report::run(&a),
         args::Command::Evict(a) => commands::evict::run(&a),
+        args::Command::Bench(a) => commands::bench::run(&a),
         args::Command::Demo(a) => commands::demo::run(&a),
         args::Command::Completions { shell } => commands::completions(shell),
         args::Command::Manpage => commands::manpage(),

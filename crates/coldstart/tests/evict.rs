@@ -23,6 +23,10 @@ fn json(output: &Output) -> Value {
     })
 }
 
+/// `evict --all` empties the whole cache: the other tests, which check what
+/// is resident, must not run meanwhile.
+static WHOLE_CACHE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 /// On the disk, not tmpfs: tmpfs pages cannot be evicted.
 fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -72,14 +76,28 @@ fn resident(path: &Path) -> u64 {
 
 #[test]
 fn evicting_a_file_empties_its_cache_pages() {
+    let _cache = WHOLE_CACHE.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir();
     let path = dir.path().join("data");
     cached_file(&path, 300);
     assert_eq!(resident(&path), 300, "the file was read into the cache");
 
-    let out = coldstart().arg("evict").arg("--json").arg(&path).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(resident(&path), 0, "nothing of the file is resident after evict");
+    let out = coldstart()
+        .arg("evict")
+        .arg("--json")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        resident(&path),
+        0,
+        "nothing of the file is resident after evict"
+    );
     let report = json(&out);
     assert_eq!(report["mode"], "evict");
     let file = &report["files"][0];
@@ -93,11 +111,20 @@ fn evicting_a_file_empties_its_cache_pages() {
 
 #[test]
 fn check_reports_residency_and_evicts_nothing() {
+    let _cache = WHOLE_CACHE.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir();
     let path = dir.path().join("data");
     cached_file(&path, 64);
     // Drop the file, then read back pages 8..24 only.
-    assert!(coldstart().arg("evict").arg(&path).output().unwrap().status.success());
+    assert!(
+        coldstart()
+            .arg("evict")
+            .arg(&path)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
     let mut file = std::fs::File::open(&path).unwrap();
     let mut buf = vec![0u8; 16 * PAGE as usize];
     // SAFETY: fadvise RANDOM keeps the kernel from reading around.
@@ -134,6 +161,7 @@ fn check_reports_residency_and_evicts_nothing() {
 
 #[test]
 fn a_mapped_file_names_the_process_that_maps_it() {
+    let _cache = WHOLE_CACHE.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir();
     let path = dir.path().join("mapped");
     cached_file(&path, 64);
@@ -154,7 +182,11 @@ fn a_mapped_file_names_the_process_that_maps_it() {
         .unwrap();
     assert_eq!(line.trim(), "mapped");
 
-    let out = coldstart().args(["evict", "--json"]).arg(&path).output().unwrap();
+    let out = coldstart()
+        .args(["evict", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
     let still = resident(&path);
     drop(holder.stdin.take());
     holder.wait().unwrap();
@@ -175,6 +207,7 @@ fn a_mapped_file_names_the_process_that_maps_it() {
 
 #[test]
 fn directories_are_walked_and_bad_paths_are_errors_that_lose_nothing() {
+    let _cache = WHOLE_CACHE.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir();
     let nested = dir.path().join("a/b");
     std::fs::create_dir_all(&nested).unwrap();
@@ -190,7 +223,11 @@ fn directories_are_walked_and_bad_paths_are_errors_that_lose_nothing() {
         .arg(&missing)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "a missing path fails the command");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a missing path fails the command"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
     let report = json(&out);
@@ -211,13 +248,18 @@ fn directories_are_walked_and_bad_paths_are_errors_that_lose_nothing() {
 
 #[test]
 fn evict_all_drops_the_whole_cache_or_explains_root() {
+    let _cache = WHOLE_CACHE.write().unwrap_or_else(|e| e.into_inner());
     let dir = tempdir();
     let path = dir.path().join("data");
     cached_file(&path, 32);
     let out = coldstart().args(["evict", "--all"]).output().unwrap();
     // SAFETY: never fails.
     if unsafe { libc::geteuid() } == 0 {
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(resident(&path), 0);
     } else {
         assert_eq!(out.status.code(), Some(1));

@@ -2,6 +2,7 @@
 //! human tables or Markdown. JSON is serde over the same types, written by
 //! the CLI, so every format shows the same numbers.
 
+pub mod bench;
 pub mod chart;
 pub mod html;
 pub mod inspect;

@@ -1,6 +1,7 @@
 //! One module per subcommand: each turns validated arguments into calls on
 //! the library crates and prints the result.
 
+pub mod bench;
 pub mod demo;
 pub mod evict;
 pub mod inspect;
@@ -8,7 +9,10 @@ pub mod report;
 pub mod runs;
 pub mod trace;
 
+use anyhow::{Context, bail};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
     let mut command = crate::args::command();
@@ -23,4 +27,34 @@ pub fn manpage() -> anyhow::Result<ExitCode> {
     clap_mangen::Man::new(crate::args::command()).render(&mut out)?;
     crate::output::print_text(&String::from_utf8_lossy(&out))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// --timeout as typed: a positive, finite number of seconds.
+pub fn check_timeout(seconds: f64) -> anyhow::Result<std::time::Duration> {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// --ready-regex compiled, with an error that names the option.
+pub fn ready_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> {
+    text.map(regex::Regex::new)
+        .transpose()
+        .context("--ready-regex is not a valid regular expression")
+}
+
+/// A flag raised by Ctrl-C (and SIGTERM, SIGHUP): the measuring commands stop
+/// cleanly, keeping what they recorded, instead of dying mid-run.
+pub fn interrupt_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("cannot install the Ctrl-C handler")?;
+    }
+    Ok(interrupted)
 }

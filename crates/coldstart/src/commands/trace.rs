@@ -11,23 +11,14 @@ use coldstart_record::trace::{self, Stage, TraceOptions};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
-    if !(args.timeout > 0.0 && args.timeout.is_finite()) {
-        bail!("--timeout must be a positive number of seconds");
-    }
+    let timeout = super::check_timeout(args.timeout)?;
     if args.buffer_mb == 0 {
         bail!("--buffer-mb must be at least 1");
     }
-    let ready_regex = args
-        .ready_regex
-        .as_deref()
-        .map(regex::Regex::new)
-        .transpose()
-        .context("--ready-regex is not a valid regular expression")?;
+    let ready_regex = super::ready_regex(args.ready_regex.as_deref())?;
     // SAFETY: geteuid never fails.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
@@ -50,15 +41,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         Vec::new()
     };
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .context("cannot install the Ctrl-C handler")?;
-    }
+    let interrupted = super::interrupt_flag()?;
 
     let existed = args.output.exists();
     let mut profile = Profile::create_or_open(&args.output)?;
@@ -71,7 +54,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             identity: identity.clone(),
             ready_regex,
             ready_file: args.ready_file.clone(),
-            timeout: Some(Duration::from_secs_f64(args.timeout)),
+            timeout: Some(timeout),
             forward: if args.json {
                 Forward::ToStderr
             } else {

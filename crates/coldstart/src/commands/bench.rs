@@ -1,0 +1,300 @@
+//! `coldstart bench`: builds the variants (commands × cache states), finds the
+//! files selective-cold evicts, runs the benchmark with a progress bar that
+//! shows the running medians, and writes the table, JSON and Markdown.
+
+use crate::args::{BenchArgs, CacheArg};
+use anyhow::{Context, bail};
+use coldstart_analyze as analyze;
+use coldstart_bench::{self as bench, Environment, Event, Variant};
+use coldstart_profile::{CacheMode, Profile};
+use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+use coldstart_record::trace::{self, TraceOptions};
+use coldstart_report::table::Style;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let timeout = super::check_timeout(args.timeout)?;
+    let ready_regex = super::ready_regex(args.ready_regex.as_deref())?;
+    let mut argvs: Vec<Vec<OsString>> = vec![args.command.clone()];
+    for other in &args.vs {
+        let words = shlex::split(other)
+            .filter(|w| !w.is_empty())
+            .with_context(|| format!("--vs {other:?}: unbalanced quotes or an empty command"))?;
+        argvs.push(words.into_iter().map(OsString::from).collect());
+    }
+    if args.name.len() > argvs.len() {
+        bail!(
+            "{} --name given for {} commands (the main command, then each --vs)",
+            args.name.len(),
+            argvs.len()
+        );
+    }
+    let mut caches: Vec<CacheMode> = Vec::new();
+    for cache in &args.cache {
+        let mode = match cache {
+            CacheArg::Warm => CacheMode::Warm,
+            CacheArg::Cold => CacheMode::Cold,
+            CacheArg::Selective => CacheMode::Selective,
+        };
+        if !caches.contains(&mode) {
+            caches.push(mode);
+        }
+    }
+    // SAFETY: never fails.
+    let root = unsafe { libc::geteuid() } == 0;
+    if caches.contains(&CacheMode::Cold) && !root {
+        bail!(
+            "--cache cold drops the whole page cache, which needs root: run sudo coldstart bench ... \
+             (the program still runs as you), or use --cache selective with --profile"
+        );
+    }
+    let identity =
+        Identity::invoking_user(args.as_root).context("cannot look up the invoking user")?;
+
+    let interrupted = super::interrupt_flag()?;
+
+    let commands: Vec<LaunchSpec> = argvs
+        .iter()
+        .map(|argv| LaunchSpec {
+            argv: argv.clone(),
+            identity: identity.clone(),
+            ready_regex: ready_regex.clone(),
+            ready_file: args.ready_file.clone(),
+            timeout: Some(timeout),
+            forward: if args.show_output {
+                Forward::ToStderr
+            } else {
+                Forward::Discard
+            },
+        })
+        .collect();
+
+    let evict = if caches.contains(&CacheMode::Selective) {
+        selective_files(args, &commands, root, &interrupted)?
+    } else {
+        Vec::new()
+    };
+
+    let mut variants = Vec::new();
+    for (index, name) in command_names(&args.name, &argvs).into_iter().enumerate() {
+        for &cache in &caches {
+            variants.push(Variant {
+                name: if caches.len() > 1 {
+                    format!("{name} ({})", cache.as_str())
+                } else {
+                    name.clone()
+                },
+                command: index,
+                cache,
+            });
+        }
+    }
+    let options = bench::Options {
+        commands,
+        variants,
+        runs: args.runs,
+        warmup: args.warmup,
+        evict,
+        grace: Duration::from_millis(500),
+    };
+
+    let environment = Environment::detect(Path::new(&args.command[0]));
+    let bar = progress_bar((options.runs * options.variants.len()) as u64);
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); options.variants.len()];
+    let result = bench::bench(&options, environment, &interrupted, |event| match event {
+        Event::Warmup { command, index } => {
+            bar.set_message(format!(
+                "warm-up {} of {}",
+                index + 1,
+                short_name(&argvs[command])
+            ));
+        }
+        Event::Rewarm { variant } => {
+            bar.set_message(format!("re-warming {}", options.variants[variant].name));
+        }
+        Event::Run(record) => {
+            if record.ok {
+                times[record.variant].push(record.wall_ms);
+            } else if let Some(why) = &record.failure {
+                bar.suspend(|| {
+                    eprintln!(
+                        "coldstart: {} run {}: {why}",
+                        options.variants[record.variant].name,
+                        record.round + 1
+                    )
+                });
+            }
+            bar.inc(1);
+            bar.set_message(running_medians(&options.variants, &times));
+        }
+    })?;
+    bar.finish_and_clear();
+
+    let to_stdout = |p: &Option<PathBuf>| p.as_deref() == Some(Path::new("-"));
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&result)? + "\n";
+        write_out(path, &text)?;
+    }
+    if let Some(path) = &args.markdown {
+        write_out(
+            path,
+            &coldstart_report::bench::render(&result, Style::Markdown),
+        )?;
+    }
+    if !to_stdout(&args.json) && !to_stdout(&args.markdown) {
+        crate::output::print_text(&coldstart_report::bench::render(&result, Style::Plain))?;
+    }
+    Ok(if result.interrupted {
+        ExitCode::from(130)
+    } else if result.variants.iter().any(|v| v.runs_ok == 0) {
+        eprintln!("coldstart: error: a variant has no counted run (see the warnings)");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The files selective-cold evicts: from --profile, or learned by tracing
+/// one cold start of each command.
+fn selective_files(
+    args: &BenchArgs,
+    commands: &[LaunchSpec],
+    root: bool,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<Vec<PathBuf>> {
+    if let Some(path) = &args.profile {
+        let profile = Profile::open(path)?;
+        let files = analyze::files_used(&profile, args.run)
+            .with_context(|| format!("cannot read the files of {}", path.display()))?;
+        if files.is_empty() {
+            bail!("{}: the run names no file to evict", path.display());
+        }
+        return Ok(files);
+    }
+    if !root {
+        bail!(
+            "--cache selective evicts the files the program uses: give --profile PROFILE.db \
+             (from coldstart trace), or run as root so that bench traces a first cold start"
+        );
+    }
+    let dir = tempfile_dir()?;
+    let mut files: Vec<PathBuf> = Vec::new();
+    for (index, spec) in commands.iter().enumerate() {
+        crate::output::step(&format!(
+            "coldstart: tracing a cold start of {} to learn the files it uses",
+            short_name(&spec.argv)
+        ));
+        let db = dir.join(format!("first-{index}.db"));
+        let mut profile = Profile::create_or_open(&db)?;
+        let options = TraceOptions {
+            launch: LaunchSpec {
+                forward: Forward::Discard,
+                ..spec.clone()
+            },
+            cache: CacheMode::Cold,
+            evict: Vec::new(),
+            buffer_kb_per_cpu: 64 * 1024,
+            grace: Duration::from_millis(500),
+            user_faults: false,
+            read_ahead_kb: None,
+        };
+        trace::trace(&mut profile, &options, interrupted, |_| {}, |_| {})
+            .context("the first traced run failed")?;
+        for file in analyze::files_used(&profile, None)? {
+            if !files.contains(&file) {
+                files.push(file);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(files)
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("coldstart-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The command as a table label: in full when short, else the program's name.
+fn short_name(argv: &[OsString]) -> String {
+    let mut words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(first) = words.first_mut()
+        && let Some(base) = Path::new(first.as_str()).file_name()
+    {
+        *first = base.to_string_lossy().into_owned();
+    }
+    let text = words.join(" ");
+    if text.chars().count() <= 32 || words.len() < 2 {
+        text
+    } else {
+        format!("{} …", words[0])
+    }
+}
+
+/// Labels for the commands: --name, else short names, made unique by their
+/// position when two commands would read the same.
+fn command_names(names: &[String], argvs: &[Vec<OsString>]) -> Vec<String> {
+    let labels: Vec<String> = argvs
+        .iter()
+        .enumerate()
+        .map(|(i, argv)| names.get(i).cloned().unwrap_or_else(|| short_name(argv)))
+        .collect();
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            let repeated = labels.iter().filter(|l| *l == label).count() > 1;
+            if repeated && names.get(i).is_none() {
+                format!("{label} #{}", i + 1)
+            } else {
+                label.clone()
+            }
+        })
+        .collect()
+}
+
+fn running_medians(variants: &[Variant], times: &[Vec<f64>]) -> String {
+    variants
+        .iter()
+        .zip(times)
+        .filter_map(|(v, t)| {
+            bench::stats::summarize(t).map(|s| format!("{} {:.0} ms", v.name, s.median))
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if !std::io::stderr().is_terminal() {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    } else {
+        bar.enable_steady_tick(Duration::from_millis(200));
+    }
+    let style = ProgressStyle::with_template("[{bar:24}] {pos}/{len} {elapsed} median: {msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar
+}
+
+fn write_out(path: &Path, text: &str) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        crate::output::print_text(text)
+    } else {
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
