@@ -32,6 +32,8 @@ struct DemoReport {
     trace_skipped: Option<String>,
     chart: Option<PathBuf>,
     html: Option<PathBuf>,
+    /// Warm against cold (root) or selective-cold starts, interleaved.
+    bench: Option<coldstart_bench::BenchResult>,
 }
 
 fn spec(args: &DemoArgs) -> anyhow::Result<SampleSpec> {
@@ -115,6 +117,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
 
     let traced = trace_cold_start(&app.executable, &args.dir)?;
+    let benched = bench_warm_cold(&app.executable, &app.library)?;
     if args.json {
         output::print_json(&DemoReport {
             spec,
@@ -131,6 +134,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             trace_skipped: traced.as_ref().err().cloned(),
             chart: traced.as_ref().ok().map(|t| t.svg.clone()),
             html: traced.as_ref().ok().map(|t| t.html.clone()),
+            bench: Some(benched),
         })?;
     } else {
         let mut text = String::new();
@@ -166,6 +170,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             }
             Err(reason) => text.push_str(&format!("\nNot traced: {reason}\n")),
         }
+        text.push_str("\nStartup time, warm against cold (coldstart bench):\n");
+        text.push_str(&coldstart_report::bench::render(
+            &benched,
+            coldstart_report::Style::Plain,
+        ));
         output::print_text(&text)?;
     }
     Ok(ExitCode::SUCCESS)
@@ -185,7 +194,7 @@ fn trace_cold_start(
     dir: &std::path::Path,
 ) -> anyhow::Result<Result<Traced, String>> {
     use coldstart_profile::{CacheMode, Profile};
-    use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+
     use coldstart_record::trace::{TraceOptions, trace};
     // SAFETY: geteuid never fails.
     if unsafe { libc::geteuid() } != 0 {
@@ -197,14 +206,7 @@ fn trace_cold_start(
     let profile_path = dir.join("demo.db");
     let mut profile = Profile::create_or_open(&profile_path)?;
     let options = TraceOptions {
-        launch: LaunchSpec {
-            argv: vec![executable.as_os_str().to_owned()],
-            identity: Identity::invoking_user(false)?,
-            ready_regex: Some(regex::Regex::new("^READY")?),
-            ready_file: None,
-            timeout: Some(std::time::Duration::from_secs(60)),
-            forward: Forward::Discard,
-        },
+        launch: sample_launch(executable)?,
         cache: CacheMode::Cold,
         evict: Vec::new(),
         buffer_kb_per_cpu: 64 * 1024,
@@ -242,4 +244,73 @@ fn trace_cold_start(
         svg,
         html,
     }))
+}
+
+/// Times the sample app warm against cold, interleaved: cold drops the whole
+/// page cache (root); without root, selective-cold evicts the app's own two
+/// files, which any user may do.
+fn bench_warm_cold(
+    executable: &std::path::Path,
+    library: &std::path::Path,
+) -> anyhow::Result<coldstart_bench::BenchResult> {
+    use coldstart_bench::{Environment, Options, Variant};
+    use coldstart_profile::CacheMode;
+
+    // SAFETY: geteuid never fails.
+    let cold = if unsafe { libc::geteuid() } == 0 {
+        CacheMode::Cold
+    } else {
+        CacheMode::Selective
+    };
+    const RUNS: usize = 10;
+    step(&format!(
+        "timing its start warm against {} ({RUNS} interleaved runs each)",
+        cold.as_str()
+    ));
+    let options = Options {
+        commands: vec![sample_launch(executable)?],
+        variants: [CacheMode::Warm, cold]
+            .into_iter()
+            .map(|cache| Variant {
+                name: format!("sample app ({})", cache.as_str()),
+                command: 0,
+                cache,
+            })
+            .collect(),
+        runs: RUNS,
+        warmup: 1,
+        evict: vec![executable.to_path_buf(), library.to_path_buf()],
+        grace: std::time::Duration::from_millis(500),
+    };
+    let interrupted = std::sync::atomic::AtomicBool::new(false);
+    let bar = output::progress((2 * RUNS) as u64, "benchmark");
+    let result = coldstart_bench::bench(
+        &options,
+        Environment::detect(executable),
+        &interrupted,
+        |event| {
+            if let coldstart_bench::Event::Run(_) = event {
+                bar.inc(1);
+            }
+        },
+    )
+    .context("benchmarking the sample app")?;
+    bar.finish_and_clear();
+    Ok(result)
+}
+
+/// The sample app started as the invoking user, ready when it prints READY.
+fn sample_launch(
+    executable: &std::path::Path,
+) -> anyhow::Result<coldstart_record::launch::LaunchSpec> {
+    use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+
+    Ok(LaunchSpec {
+        argv: vec![executable.as_os_str().to_owned()],
+        identity: Identity::invoking_user(false)?,
+        ready_regex: Some(regex::Regex::new("^READY")?),
+        ready_file: None,
+        timeout: Some(std::time::Duration::from_secs(60)),
+        forward: Forward::Discard,
+    })
 }
