@@ -560,13 +560,26 @@ static CACHESTAT_MISSING: AtomicBool = AtomicBool::new(false);
 /// cachestat over `[0, size)`, or `None` when the kernel or file system does
 /// not support it and mincore must be used instead.
 fn cachestat(file: &File, path: &Path, size: u64) -> Result<Option<Cachestat>, CacheError> {
+    cachestat_range(file, 0, size)
+        .map_err(|error| CacheError::io(Operation::Cachestat, path, error))
+}
+
+/// How many pages of `[offset, offset + len)` of an open file are in the page
+/// cache, by cachestat(2); `None` where the kernel or file system lacks it.
+/// Fails with EPERM for files the caller neither owns nor may write (unless
+/// root).
+pub fn cached_pages_in(file: &File, offset: u64, len: u64) -> io::Result<Option<u64>> {
+    cachestat_range(file, offset, len).map(|stat| stat.map(|s| s.nr_cache))
+}
+
+fn cachestat_range(file: &File, offset: u64, len: u64) -> io::Result<Option<Cachestat>> {
     let Some(nr) = SYS_CACHESTAT else {
         return Ok(None);
     };
     if CACHESTAT_MISSING.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    let range = CachestatRange { off: 0, len: size };
+    let range = CachestatRange { off: offset, len };
     let mut stat = Cachestat::default();
     // SAFETY: both pointers refer to live, correctly laid out structs; the
     // kernel only writes `stat`.
@@ -592,7 +605,7 @@ fn cachestat(file: &File, path: &Path, size: u64) -> Result<Option<Cachestat>, C
         Some(libc::EOPNOTSUPP) => Ok(None),
         // EPERM (not owner, cannot write, not root) is not a reason to fall
         // back: mincore would answer "all resident" for the same file.
-        _ => Err(CacheError::io(Operation::Cachestat, path, error)),
+        _ => Err(error),
     }
 }
 
