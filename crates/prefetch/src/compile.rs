@@ -1,0 +1,549 @@
+//! Compiling a plan from traced runs.
+//!
+//! For each run pooled, the pages the program's process tree needed before
+//! it was ready (the `ready` mark; the end of the run without one), with the
+//! time each was first needed. A page is planned when enough of the runs
+//! needed it (`min_fraction` of them), so one odd run neither bloats nor
+//! starves the plan; its need time is the lower median of the first-need
+//! times of the runs that needed it. Planned pages of a file form extents;
+//! extents closer than the merge gap become one read, long ones are split,
+//! and the extents are ordered by need time.
+//!
+//! Which events say a page was needed depends on how the run was traced.
+//! With readahead off (`trace --read-ahead-kb 0`) the kernel reads only what
+//! is demanded, so the pages the tree read are exactly the pages it needed,
+//! and those count along with faults, touches and read() accesses. With
+//! readahead on, reads include the readahead windows, so only faults,
+//! touches, read() accesses and fault-around mappings count; the mappings
+//! make that a superset of the touched pages, which readahead off avoids.
+
+use crate::model::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
+use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+const _: () = assert!(FORMAT_VERSION == 1);
+
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// Runs to pool; `None` pools every complete run.
+    pub runs: Option<Vec<RunId>>,
+    /// A page is planned when at least this fraction of the runs needed it
+    /// (rounded up, and at least one run).
+    pub min_fraction: f64,
+    /// Extents of a file at most this many pages apart are merged.
+    pub merge_gap_pages: u64,
+    /// Extents longer than this are split.
+    pub max_extent_pages: u64,
+    /// The plan's total size is capped at this many bytes; the extents
+    /// needed last are dropped.
+    pub max_bytes: Option<u64>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            runs: None,
+            min_fraction: 0.25,
+            merge_gap_pages: 4,
+            max_extent_pages: 1024,
+            max_bytes: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Profile(#[from] coldstart_profile::Error),
+    #[error("{0}")]
+    Runs(String),
+}
+
+/// What went into a plan and what was left out, in pages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CompileStats {
+    pub runs: Vec<RunStats>,
+    /// A page needs this many of the runs to be planned.
+    pub min_runs: usize,
+    /// Pages that enough runs needed.
+    pub pages_needed: u64,
+    /// Pages some run needed, but too few of them.
+    pub pages_below_threshold: u64,
+    /// Pages planned only because they lie in a merged gap.
+    pub pages_merged_gaps: u64,
+    /// Needed pages dropped by the size cap.
+    pub pages_over_cap: u64,
+    /// Pages of files left out: unresolved paths, in-kernel files, unknown
+    /// size.
+    pub pages_unplannable: u64,
+    /// Files in the plan that are only opened (no extent).
+    pub files_opened_only: usize,
+    /// Files left out because they change at every start.
+    pub files_rewritten: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunStats {
+    pub run: RunId,
+    /// Pages of plannable files this run needed.
+    pub pages_needed: u64,
+    /// Where its pages stop counting: the ready mark, else its end.
+    pub until_ns: Option<i64>,
+    pub ready: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub plan: Plan,
+    pub warnings: Vec<String>,
+    pub stats: CompileStats,
+}
+
+/// A file's identity as a run saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Identity {
+    size: u64,
+    mtime_ns: Option<i64>,
+    build_id: Option<String>,
+}
+
+impl Identity {
+    /// Whether two runs saw the same file. A build-id only one of them
+    /// could read says nothing (the recorder reads it only when resident).
+    fn same(&self, other: &Identity) -> bool {
+        self.size == other.size
+            && self.mtime_ns == other.mtime_ns
+            && match (&self.build_id, &other.build_id) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
+/// One file across the pooled runs, keyed by path.
+#[derive(Default)]
+struct Pooled {
+    /// The latest run's identity, which the plan records.
+    identity: Option<Identity>,
+    /// (page, first-need time) per run, one entry per page and run.
+    needs: Vec<(u64, i64)>,
+    /// Runs that saw the file with another identity: they do not count
+    /// for it.
+    runs_changed: Vec<RunId>,
+    /// Whether the run before the latest that saw the file saw it otherwise:
+    /// then it changes at every start (a profile, log or cache the program
+    /// writes) and any plan of it would be stale. None until a second run
+    /// sees it.
+    changes_each_start: Option<bool>,
+    /// Runs in which the tree opened the file or needed a page of it.
+    runs_used: usize,
+}
+
+/// Compiles `profile`'s runs into a plan; `label` is the profile as the user
+/// named it, recorded in the plan's header.
+pub fn compile(
+    profile: &Profile,
+    label: &str,
+    options: &CompileOptions,
+) -> Result<Compiled, CompileError> {
+    let runs = select_runs(profile, options)?;
+    let mut warnings = Vec::new();
+    let mut stats = CompileStats::default();
+    let page_size = runs[0].start.page_size.max(1);
+    if let Some(other) = runs
+        .iter()
+        .find(|r| r.start.page_size != runs[0].start.page_size)
+    {
+        return Err(CompileError::Runs(format!(
+            "runs {} and {} were traced with different page sizes ({} and {} bytes)",
+            runs[0].id, other.id, runs[0].start.page_size, other.start.page_size
+        )));
+    }
+    let demand = runs.iter().all(|r| r.start.read_ahead_kb == Some(0));
+    if !demand {
+        warnings.push(
+            "some runs were traced with readahead on, so the plan counts fault-around mappings as needed \
+             and is larger than what the program touches; trace with --read-ahead-kb 0 for an exact plan"
+                .to_string(),
+        );
+    }
+    let kinds: &[PageEventKind] = if demand {
+        &[
+            PageEventKind::Read,
+            PageEventKind::Fault,
+            PageEventKind::Access,
+            PageEventKind::Touch,
+        ]
+    } else {
+        &[
+            PageEventKind::Fault,
+            PageEventKind::Access,
+            PageEventKind::Touch,
+            PageEventKind::Map,
+        ]
+    };
+
+    // The latest run's view of each file is the reference identity.
+    let latest = runs.last().expect("select_runs returns at least one run");
+    let mut pooled: HashMap<String, Pooled> = HashMap::new();
+    for file in profile.files(latest.id)? {
+        if let (Some(path), Some(identity)) = (plannable_path(&file), identity(&file)) {
+            pooled.entry(path.to_string()).or_default().identity = Some(identity);
+        }
+    }
+
+    for run in runs.iter().rev() {
+        let files = profile.files(run.id)?;
+        let events = profile.page_events(run.id)?;
+        let tree: HashSet<i32> = profile
+            .processes(run.id)?
+            .iter()
+            .filter(|p| p.in_tree)
+            .map(|p| p.pid)
+            .collect();
+        let ready = profile
+            .marks(run.id)?
+            .iter()
+            .filter(|m| m.name == "ready")
+            .map(|m| m.t_ns)
+            .min();
+        let until = ready.or(run.ended_ns);
+        if ready.is_none() {
+            warnings.push(format!(
+                "run {} has no ready mark: every page it needed until it ended counts (trace with --ready-regex \
+                 or --ready-file to stop at readiness)",
+                run.id
+            ));
+        }
+
+        // This run's first-need time of each page, per file id.
+        let mut first: HashMap<i64, HashMap<u64, i64>> = HashMap::new();
+        for e in &events {
+            if !tree.contains(&e.pid)
+                || !kinds.contains(&e.kind)
+                || until.is_some_and(|u| e.t_ns > u)
+            {
+                continue;
+            }
+            let pages = first.entry(e.file_id).or_default();
+            for page in e.page..e.page + e.npages {
+                pages
+                    .entry(page)
+                    .and_modify(|t| *t = (*t).min(e.t_ns))
+                    .or_insert(e.t_ns);
+            }
+        }
+
+        let mut needed = 0u64;
+        for file in &files {
+            let pages = first.remove(&file.id).unwrap_or_default();
+            let (Some(path), Some(seen)) = (plannable_path(file), identity(file)) else {
+                stats.pages_unplannable += pages.len() as u64;
+                continue;
+            };
+            if pages.is_empty() && !file.opened_by_tree {
+                continue;
+            }
+            let Some(entry) = pooled.get_mut(path) else {
+                // Gone from the latest run: nothing to check it against, and
+                // the program no longer uses it.
+                continue;
+            };
+            let reference = entry
+                .identity
+                .as_ref()
+                .expect("pooled files have an identity");
+            let same = reference.same(&seen);
+            if run.id == latest.id && !same {
+                // Another inode at the path in the same run: the one the
+                // program replaced (the path names the new one now).
+                continue;
+            }
+            if run.id != latest.id && entry.changes_each_start.is_none() {
+                entry.changes_each_start = Some(!same);
+            }
+            if !same {
+                if !entry.runs_changed.contains(&run.id) {
+                    entry.runs_changed.push(run.id);
+                }
+                continue;
+            }
+            entry.runs_used += 1;
+            needed += pages.len() as u64;
+            // Pages past the end of the file (a mapping's tail) cannot be read.
+            let end = reference.size.div_ceil(page_size);
+            entry
+                .needs
+                .extend(pages.into_iter().filter(|&(p, _)| p < end));
+        }
+        stats.pages_unplannable += first.values().map(|p| p.len() as u64).sum::<u64>();
+        stats.runs.push(RunStats {
+            run: run.id,
+            pages_needed: needed,
+            until_ns: until,
+            ready: ready.is_some(),
+        });
+    }
+    stats.runs.reverse();
+    let min_runs = threshold(options.min_fraction, runs.len());
+    stats.min_runs = min_runs;
+    let mut paths: Vec<String> = pooled.keys().cloned().collect();
+    paths.sort();
+    let mut opened_only = Vec::new();
+    let mut planned_files: Vec<(String, Identity)> = Vec::new();
+    let mut extents: Vec<Extent> = Vec::new();
+    let mut rewritten = Vec::new();
+    let mut upgraded = Vec::new();
+    for path in paths {
+        let mut entry = pooled.remove(&path).expect("path from the map");
+        if entry.runs_used == 0 {
+            continue;
+        }
+        if entry.changes_each_start == Some(true) {
+            stats.files_rewritten += 1;
+            rewritten.push(path);
+            continue;
+        }
+        if !entry.runs_changed.is_empty() {
+            entry.runs_changed.sort();
+            let last = entry.runs_changed[entry.runs_changed.len() - 1];
+            upgraded.push(format!("{path} (changed after run {last})"));
+        }
+        // A file that changed counts over the runs that saw it as it is now.
+        let needs_runs = threshold(options.min_fraction, runs.len() - entry.runs_changed.len());
+        let pages = pool(entry.needs, needs_runs, &mut stats);
+        let identity = entry.identity.expect("pooled files have an identity");
+        if pages.is_empty() {
+            if entry.runs_used >= needs_runs {
+                opened_only.push((path, identity));
+            }
+            continue;
+        }
+        let index = planned_files.len();
+        planned_files.push((path, identity));
+        extents.extend(build_extents(index, &pages, options, &mut stats));
+    }
+
+    if !rewritten.is_empty() {
+        warnings.push(format!(
+            "{} files changed between the last two runs that used them: the program (or something beside it) \
+             writes them at every start, so a plan of them would be stale; left out: {}",
+            rewritten.len(),
+            examples(&rewritten)
+        ));
+    }
+    if !upgraded.is_empty() {
+        warnings.push(format!(
+            "{} files changed between runs and then stayed as they are: only the runs that saw them as they \
+             are now count for them: {}",
+            upgraded.len(),
+            examples(&upgraded)
+        ));
+    }
+
+    extents.sort_by_key(|e| (e.need_ns, e.file, e.page));
+    if let Some(cap) = options.max_bytes {
+        let mut total = 0u64;
+        let keep = extents
+            .iter()
+            .position(|e| {
+                total += e.pages * page_size;
+                total > cap
+            })
+            .unwrap_or(extents.len());
+        if keep < extents.len() {
+            let dropped = &extents[keep..];
+            stats.pages_over_cap = dropped.iter().map(|e| e.pages).sum();
+            warnings.push(format!(
+                "the size cap dropped the {} extents needed last ({} pages, from {:.1} ms after launch on)",
+                dropped.len(),
+                stats.pages_over_cap,
+                dropped[0].need_ns as f64 / 1e6
+            ));
+            extents.truncate(keep);
+        }
+    }
+
+    // Files: those only opened first (by path), then by first need.
+    stats.files_opened_only = opened_only.len();
+    let mut files: Vec<PlanFile> = Vec::new();
+    for (path, identity) in opened_only {
+        files.push(plan_file(path, identity));
+    }
+    let mut renumber: Vec<Option<usize>> = vec![None; planned_files.len()];
+    let mut slots: Vec<Option<(String, Identity)>> = planned_files.into_iter().map(Some).collect();
+    for extent in &mut extents {
+        let new = *renumber[extent.file].get_or_insert_with(|| {
+            let (path, identity) = slots[extent.file]
+                .take()
+                .expect("each file is numbered once");
+            files.push(plan_file(path, identity));
+            files.len() - 1
+        });
+        extent.file = new;
+    }
+
+    let plan = Plan {
+        page_size,
+        source: PlanSource {
+            profile: label.to_string(),
+            runs: runs.iter().map(|r| r.id).collect(),
+            min_runs,
+            merge_gap_pages: options.merge_gap_pages,
+            max_extent_pages: options.max_extent_pages,
+            max_bytes: options.max_bytes,
+            pages_from: if demand {
+                "demand"
+            } else {
+                "touched-or-mapped"
+            }
+            .to_string(),
+        },
+        files,
+        extents,
+    };
+    Ok(Compiled {
+        plan,
+        warnings,
+        stats,
+    })
+}
+
+/// The runs to pool, oldest first.
+fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, CompileError> {
+    let all = profile.runs()?;
+    // A run whose program never started has nothing to plan from.
+    let started = |r: &Run| r.end_reason != Some(EndReason::Failed);
+    let runs: Vec<Run> = match &options.runs {
+        None => all
+            .into_iter()
+            .filter(|r| r.complete && started(r))
+            .collect(),
+        Some(ids) => {
+            let mut chosen = Vec::new();
+            for id in ids {
+                let run = profile.run(Some(*id))?;
+                if !started(&run) {
+                    return Err(CompileError::Runs(format!(
+                        "{}: run {id} never started its program: nothing to plan from",
+                        profile.path().display()
+                    )));
+                }
+                if !chosen.iter().any(|r: &Run| r.id == run.id) {
+                    chosen.push(run);
+                }
+            }
+            chosen.sort_by_key(|r| r.id);
+            chosen
+        }
+    };
+    if runs.is_empty() {
+        return Err(CompileError::Runs(format!(
+            "{}: no complete run of a started program to compile a plan from (trace the program first)",
+            profile.path().display()
+        )));
+    }
+    Ok(runs)
+}
+
+/// The first few of `items`, and how many more.
+fn examples(items: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text = items[..items.len().min(SHOWN)].join(", ");
+    if items.len() > SHOWN {
+        text.push_str(&format!(" and {} more", items.len() - SHOWN));
+    }
+    text
+}
+
+/// At least `fraction` of `runs`, rounded up, and at least one.
+pub fn threshold(fraction: f64, runs: usize) -> usize {
+    // The epsilon keeps 0.3 × 10 at 3, not 4.
+    ((fraction * runs as f64 - 1e-9).ceil() as usize).clamp(1, runs.max(1))
+}
+
+/// A path worth prefetching: resolved, and on a real device (major 0 is the
+/// kernel's own files: metadata buffers, shared memory, /proc).
+fn plannable_path(file: &File) -> Option<&str> {
+    let major = libc::major(file.dev as libc::dev_t);
+    file.path.as_deref().filter(|_| major != 0)
+}
+
+fn identity(file: &File) -> Option<Identity> {
+    Some(Identity {
+        size: file.size?,
+        mtime_ns: file.mtime_ns,
+        build_id: file.build_id.clone(),
+    })
+}
+
+fn plan_file(path: String, identity: Identity) -> PlanFile {
+    PlanFile {
+        path,
+        size: identity.size,
+        mtime_ns: identity.mtime_ns,
+        build_id: identity.build_id,
+    }
+}
+
+/// Pages at least `min_runs` runs needed, sorted, with the lower median of
+/// their first-need times.
+fn pool(mut needs: Vec<(u64, i64)>, min_runs: usize, stats: &mut CompileStats) -> Vec<(u64, i64)> {
+    needs.sort_unstable();
+    let mut pages = Vec::new();
+    for group in needs.chunk_by(|a, b| a.0 == b.0) {
+        if group.len() >= min_runs {
+            // Sorted by time within the page: the lower median.
+            pages.push((group[0].0, group[(group.len() - 1) / 2].1));
+        } else {
+            stats.pages_below_threshold += 1;
+        }
+    }
+    stats.pages_needed += pages.len() as u64;
+    pages
+}
+
+/// Extents of one file's needed pages (sorted): consecutive pages joined,
+/// gaps of at most `merge_gap_pages` filled, then split at
+/// `max_extent_pages`; each needed when its earliest page is.
+fn build_extents(
+    file: usize,
+    pages: &[(u64, i64)],
+    options: &CompileOptions,
+    stats: &mut CompileStats,
+) -> Vec<Extent> {
+    let max = options.max_extent_pages.max(1);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < pages.len() {
+        let mut end = start + 1;
+        while end < pages.len() && pages[end].0 - pages[end - 1].0 - 1 <= options.merge_gap_pages {
+            end += 1;
+        }
+        let group = &pages[start..end];
+        // Split into pieces of at most `max` pages; a piece holding only gap
+        // pages cannot occur, since every piece starts at a needed page.
+        let mut i = 0;
+        while i < group.len() {
+            let piece_start = group[i].0;
+            let mut need = group[i].1;
+            let mut j = i + 1;
+            while j < group.len() && group[j].0 < piece_start + max {
+                need = need.min(group[j].1);
+                j += 1;
+            }
+            let piece_end = group[j - 1].0 + 1;
+            stats.pages_merged_gaps += piece_end - piece_start - (j - i) as u64;
+            out.push(Extent {
+                file,
+                page: piece_start,
+                pages: piece_end - piece_start,
+                need_ns: need,
+            });
+            i = j;
+        }
+        start = end;
+    }
+    out
+}

@@ -1,0 +1,12 @@
+//! coldstart's prefetch room: a plan of the file extents a program's start
+//! needs, in the order it needs them, compiled from one or more traced runs
+//! (`compile`), written as diffable text (`format`), and replayed on
+//! background threads while the program starts (`replay`).
+
+pub mod calibrate;
+pub mod compile;
+pub mod format;
+pub mod model;
+pub mod replay;
+
+pub use model::*;

@@ -1,0 +1,462 @@
+//! Replaying a plan: worker threads take the plan's extents in order and ask
+//! the kernel to bring them into the page cache, skipping what is already
+//! there, so the program finds its pages resident when it reaches them. Each
+//! file is opened once and checked against the identity it had when traced;
+//! a changed or missing file is skipped, never prefetched blindly.
+
+use crate::model::{Plan, PlanFile};
+use coldstart_record::cache;
+use serde::Serialize;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// How pages are brought in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// readahead(2) of each extent: queues the reads and returns.
+    Readahead,
+    /// posix_fadvise(WILLNEED) of each extent: the same through fadvise.
+    Fadvise,
+    /// pread(2) of each extent into a buffer: waits for each read.
+    Pread,
+    /// mmap and madvise(MADV_POPULATE_READ) of each extent: waits, and
+    /// leaves nothing mapped.
+    Populate,
+    /// Peer: readahead(2) of every file of the plan, whole (the ld.so
+    /// "readahead every library" idea).
+    WholeFile,
+    /// Peer: map every file of the plan and touch each page (vmtouch -t).
+    TouchWhole,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Readahead => "readahead",
+            Method::Fadvise => "fadvise",
+            Method::Pread => "pread",
+            Method::Populate => "populate",
+            Method::WholeFile => "whole-file",
+            Method::TouchWhole => "touch-whole",
+        }
+    }
+
+    fn whole_files(self) -> bool {
+        matches!(self, Method::WholeFile | Method::TouchWhole)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub threads: usize,
+    pub method: Method,
+}
+
+/// Why a file of the plan was not prefetched.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    pub method: Method,
+    pub threads: usize,
+    pub files_opened: usize,
+    pub files_skipped: Vec<Skipped>,
+    /// Extents (or whole files) the kernel was asked for.
+    pub extents_requested: u64,
+    /// Extents found wholly resident and left alone.
+    pub extents_resident: u64,
+    pub bytes_requested: u64,
+    /// Errors from the prefetch calls themselves (rare: I/O errors).
+    pub errors: Vec<String>,
+    pub elapsed_ms: f64,
+    /// The replay was stopped before the end of the plan.
+    pub stopped: bool,
+}
+
+/// One opened file, or why it could not be used.
+type Opened = Result<File, String>;
+
+struct Shared<'a> {
+    plan: &'a Plan,
+    method: Method,
+    files: Vec<OnceLock<Opened>>,
+    /// Files whose cache state cachestat may not tell us (EPERM): always
+    /// prefetched; the kernel skips resident pages itself, cheaply.
+    no_cachestat: Vec<AtomicBool>,
+    next: AtomicUsize,
+    requested: AtomicU64,
+    resident: AtomicU64,
+    bytes: AtomicU64,
+    errors: Mutex<Vec<String>>,
+}
+
+/// Replays `plan` on `options.threads` threads until it is done or `stop`
+/// is raised. Never fails: problems are counted in the report.
+pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> ReplayReport {
+    let started = Instant::now();
+    let shared = Shared {
+        plan,
+        method: options.method,
+        files: plan.files.iter().map(|_| OnceLock::new()).collect(),
+        no_cachestat: plan.files.iter().map(|_| AtomicBool::new(false)).collect(),
+        next: AtomicUsize::new(0),
+        requested: AtomicU64::new(0),
+        resident: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+        errors: Mutex::new(Vec::new()),
+    };
+    // Work items: the plan's files first (opening them is the metadata part
+    // of the start: path lookups and inodes), then its extents in order; for
+    // the whole-file peers, one item per file.
+    let items = plan.files.len()
+        + if options.method.whole_files() {
+            plan.files.len()
+        } else {
+            plan.extents.len()
+        };
+    let threads = options.threads.max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let item = shared.next.fetch_add(1, Ordering::Relaxed);
+                    if item >= items {
+                        return;
+                    }
+                    shared.work(item);
+                }
+            });
+        }
+    });
+
+    let mut files_opened = 0;
+    let mut files_skipped = Vec::new();
+    for (file, slot) in plan.files.iter().zip(&shared.files) {
+        match slot.get() {
+            Some(Ok(_)) => files_opened += 1,
+            Some(Err(reason)) => files_skipped.push(Skipped {
+                path: file.path.clone(),
+                reason: reason.clone(),
+            }),
+            None => {}
+        }
+    }
+    ReplayReport {
+        method: options.method,
+        threads,
+        files_opened,
+        files_skipped,
+        extents_requested: shared.requested.load(Ordering::Relaxed),
+        extents_resident: shared.resident.load(Ordering::Relaxed),
+        bytes_requested: shared.bytes.load(Ordering::Relaxed),
+        errors: shared.errors.into_inner().unwrap_or_default(),
+        elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
+        stopped: stop.load(Ordering::Relaxed) && shared.next.load(Ordering::Relaxed) < items,
+    }
+}
+
+impl Shared<'_> {
+    fn work(&self, item: usize) {
+        let files = self.plan.files.len();
+        if item < files {
+            self.open(item);
+            return;
+        }
+        let index = item - files;
+        let page_size = self.plan.page_size;
+        let (file, offset, len) = if self.method.whole_files() {
+            (index, 0, self.plan.files[index].size)
+        } else {
+            let e = self.plan.extents[index];
+            (e.file, e.page * page_size, e.pages * page_size)
+        };
+        let Ok(handle) = self.open(file) else {
+            return;
+        };
+        if len == 0 || self.resident(file, handle, offset, len) {
+            self.resident.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.requested.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        if let Err(e) = fetch(self.method, handle, offset, len)
+            && let Ok(mut errors) = self.errors.lock()
+        {
+            errors.push(format!(
+                "{} at {offset}+{len}: {e}",
+                self.plan.files[file].path
+            ));
+        }
+    }
+
+    fn open(&self, index: usize) -> &Opened {
+        self.files[index].get_or_init(|| open_checked(&self.plan.files[index]))
+    }
+
+    /// Whether the whole range is resident, where cachestat may say so.
+    fn resident(&self, index: usize, file: &File, offset: u64, len: u64) -> bool {
+        if self.no_cachestat[index].load(Ordering::Relaxed) {
+            return false;
+        }
+        match cache::cached_pages_in(file, offset, len) {
+            Ok(Some(cached)) => cached >= len.div_ceil(self.plan.page_size),
+            Ok(None) => false,
+            Err(_) => {
+                self.no_cachestat[index].store(true, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+/// Opens a plan file and checks it is the file that was traced.
+fn open_checked(planned: &PlanFile) -> Opened {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOATIME)
+        .open(&planned.path)
+        // O_NOATIME is refused for files the caller does not own.
+        .or_else(|_| File::open(&planned.path))
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => "missing".to_string(),
+            io::ErrorKind::PermissionDenied => "not readable by this user".to_string(),
+            _ => format!("cannot open: {e}"),
+        })?;
+    // Reads through this descriptor (the build-id check, Method::Pread) must
+    // not start the kernel's readahead: besides reading what the plan does
+    // not say, a readahead window leaves a PG_readahead mark whose first
+    // touch by the program starts an asynchronous window of read_ahead_kb
+    // (8 MiB on this project's machines). readahead(2), fadvise(WILLNEED)
+    // and MADV_POPULATE_READ read exactly what is asked regardless.
+    // SAFETY: plain fadvise on our own descriptor (not the program's:
+    // advice is per open file).
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    if meta.size() != planned.size {
+        return Err(format!(
+            "changed since traced: {} bytes, the plan says {}",
+            meta.size(),
+            planned.size
+        ));
+    }
+    if let Some(mtime) = planned.mtime_ns {
+        let now = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        if now != mtime {
+            return Err("changed since traced: modification time differs".to_string());
+        }
+    }
+    if let Some(expected) = &planned.build_id {
+        match elf_build_id(&file) {
+            Some(found) if &found == expected => {}
+            Some(found) => {
+                return Err(format!(
+                    "changed since traced: build-id {found}, the plan says {expected}"
+                ));
+            }
+            None => return Err("changed since traced: it has no build-id now".to_string()),
+        }
+    }
+    Ok(file)
+}
+
+/// The GNU build-id of an ELF file, as hex, from its PT_NOTE segments. The
+/// pages read (the ELF header, program headers and notes) are ones a start
+/// of the program needs anyway.
+pub fn elf_build_id(file: &File) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let mut ident = [0u8; 64];
+    file.read_exact_at(&mut ident, 0).ok()?;
+    if &ident[..4] != b"\x7fELF" {
+        return None;
+    }
+    let wide = match ident[4] {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let little = match ident[5] {
+        1 => true,
+        2 => false,
+        _ => return None,
+    };
+    let int = |bytes: &[u8]| -> u64 {
+        let mut value = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            let shift = if little { i } else { bytes.len() - 1 - i };
+            value |= u64::from(b) << (8 * shift);
+        }
+        value
+    };
+    // e_phoff, e_phentsize, e_phnum.
+    let (phoff, phentsize, phnum) = if wide {
+        (
+            int(&ident[32..40]),
+            int(&ident[54..56]),
+            int(&ident[56..58]),
+        )
+    } else {
+        (
+            int(&ident[28..32]),
+            int(&ident[42..44]),
+            int(&ident[44..46]),
+        )
+    };
+    let min_entry = if wide { 56 } else { 32 };
+    if phentsize < min_entry || phnum == 0 || phnum > 4096 {
+        return None;
+    }
+    let mut headers = vec![0u8; (phentsize * phnum) as usize];
+    file.read_exact_at(&mut headers, phoff).ok()?;
+    for header in headers.chunks_exact(phentsize as usize) {
+        const PT_NOTE: u64 = 4;
+        if int(&header[0..4]) != PT_NOTE {
+            continue;
+        }
+        let (offset, size) = if wide {
+            (int(&header[8..16]), int(&header[32..40]))
+        } else {
+            (int(&header[4..8]), int(&header[16..20]))
+        };
+        if size > 1 << 20 {
+            continue;
+        }
+        let mut notes = vec![0u8; size as usize];
+        if file.read_exact_at(&mut notes, offset).is_err() {
+            continue;
+        }
+        // Notes: namesz, descsz, type, then name and desc, each 4-aligned.
+        let mut at = 0usize;
+        while at + 12 <= notes.len() {
+            let namesz = int(&notes[at..at + 4]) as usize;
+            let descsz = int(&notes[at + 4..at + 8]) as usize;
+            let kind = int(&notes[at + 8..at + 12]);
+            let name_at = at + 12;
+            let desc_at = name_at + namesz.div_ceil(4) * 4;
+            let end = desc_at.checked_add(descsz.div_ceil(4) * 4)?;
+            if desc_at + descsz > notes.len() {
+                break;
+            }
+            const NT_GNU_BUILD_ID: u64 = 3;
+            if kind == NT_GNU_BUILD_ID && notes[name_at..name_at + namesz] == *b"GNU\0" {
+                return Some(
+                    notes[desc_at..desc_at + descsz]
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect(),
+                );
+            }
+            at = end;
+        }
+    }
+    None
+}
+
+/// Asks for `[offset, offset + len)` of `file` by `method`.
+fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    match method {
+        Method::Readahead | Method::WholeFile => {
+            // SAFETY: plain syscall on an open descriptor.
+            if unsafe { libc::readahead(fd, offset as libc::off64_t, len as usize) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        }
+        Method::Fadvise => {
+            // SAFETY: as above; returns the error number.
+            let rc = unsafe {
+                libc::posix_fadvise(
+                    fd,
+                    offset as libc::off_t,
+                    len as libc::off_t,
+                    libc::POSIX_FADV_WILLNEED,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(())
+        }
+        Method::Pread => {
+            use std::os::unix::fs::FileExt;
+            let mut buffer = vec![0u8; (len as usize).min(1 << 20)];
+            let mut at = offset;
+            let end = offset + len;
+            while at < end {
+                let want = ((end - at) as usize).min(buffer.len());
+                let got = file.read_at(&mut buffer[..want], at)?;
+                if got == 0 {
+                    break;
+                }
+                at += got as u64;
+            }
+            Ok(())
+        }
+        Method::Populate | Method::TouchWhole => map_and_touch(file, offset, len, method),
+    }
+}
+
+/// Maps the range read-only and faults every page in, by MADV_POPULATE_READ
+/// (Linux 5.14) or, for the vmtouch peer and older kernels, by reading one
+/// byte per page; then unmaps.
+fn map_and_touch(file: &File, offset: u64, len: u64, method: Method) -> io::Result<()> {
+    let size = file.metadata()?.size();
+    let end = (offset + len).min(size);
+    if end <= offset {
+        return Ok(());
+    }
+    let page = cache::page_size();
+    let start = offset / page * page;
+    let length = (end - start) as usize;
+    // SAFETY: a fresh read-only shared mapping of an open file, within its size.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            length,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            start as libc::off_t,
+        )
+    };
+    if map == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // MADV_POPULATE_READ from <linux/mman.h>.
+    const MADV_POPULATE_READ: libc::c_int = 22;
+    // SAFETY: advising our own mapping. MADV_RANDOM stops read-around beyond
+    // the planned range; the whole-file peer wants the file anyway.
+    let populated = method == Method::Populate
+        && unsafe {
+            libc::madvise(map, length, libc::MADV_RANDOM);
+            libc::madvise(map, length, MADV_POPULATE_READ)
+        } == 0;
+    if !populated {
+        let mut sum = 0u8;
+        for at in (0..length).step_by(page as usize) {
+            // SAFETY: `at` is inside the mapping, which is within the file.
+            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(map.cast::<u8>().add(at)) });
+        }
+        std::hint::black_box(sum);
+    }
+    // SAFETY: unmapping our own mapping.
+    unsafe { libc::munmap(map, length) };
+    Ok(())
+}

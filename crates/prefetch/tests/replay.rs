@@ -1,0 +1,294 @@
+//! Replaying plans on temporary files: after a replay exactly the planned
+//! pages are resident (mincore, by the test itself), for every method;
+//! changed and missing files are skipped; resident extents are left alone.
+
+use coldstart_prefetch::replay::{Method, ReplayOptions, replay};
+use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+const PAGE: u64 = 4096;
+
+/// Tests evict and check the same files' pages; run them one at a time so
+/// that none sees another's readahead.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// On the disk (tmpfs pages cannot be evicted), written back and evicted.
+fn cold_file(dir: &Path, name: &str, pages: u64) -> PlanFile {
+    let path = dir.join(name);
+    let mut file = std::fs::File::create(&path).unwrap();
+    let block: Vec<u8> = (0..PAGE).map(|i| (i % 241) as u8).collect();
+    for _ in 0..pages {
+        file.write_all(&block).unwrap();
+    }
+    file.sync_all().unwrap();
+    // SAFETY: plain fadvise on our own file.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    let meta = std::fs::metadata(&path).unwrap();
+    PlanFile {
+        path: path.to_str().unwrap().to_string(),
+        size: meta.size(),
+        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
+        build_id: None,
+    }
+}
+
+/// Pages of `path` resident now, by mincore.
+fn resident(path: &str) -> Vec<u64> {
+    let file = std::fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    // SAFETY: read-only shared map of our file, only given to mincore.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
+    // SAFETY: one byte per page of the mapping.
+    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
+    // SAFETY: our own mapping.
+    unsafe { libc::munmap(map, len) };
+    (0..vec.len() as u64)
+        .filter(|&i| vec[i as usize] & 1 == 1)
+        .collect()
+}
+
+/// readahead(2) and fadvise only start the reads, and mincore counts a page
+/// once its read completed: wait (at most 5 s) for the expected pages, then
+/// return what is resident.
+fn settled(path: &str, expected: &[u64]) -> Vec<u64> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let now = resident(path);
+        if expected.iter().all(|p| now.contains(p)) || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+fn plan(files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) -> Plan {
+    Plan {
+        page_size: PAGE,
+        source: PlanSource {
+            profile: "test".to_string(),
+            runs: vec![1],
+            min_runs: 1,
+            merge_gap_pages: 0,
+            max_extent_pages: 1024,
+            max_bytes: None,
+            pages_from: "demand".to_string(),
+        },
+        files,
+        extents: extents
+            .iter()
+            .enumerate()
+            .map(|(i, &(file, page, pages))| Extent {
+                file,
+                page,
+                pages,
+                need_ns: i as i64 * 1000,
+            })
+            .collect(),
+    }
+}
+
+fn options(method: Method) -> ReplayOptions {
+    ReplayOptions { threads: 4, method }
+}
+
+#[test]
+fn each_extent_method_makes_exactly_the_planned_pages_resident() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    for method in [
+        Method::Readahead,
+        Method::Fadvise,
+        Method::Pread,
+        Method::Populate,
+    ] {
+        let a = cold_file(dir.path(), "a", 256);
+        let b = cold_file(dir.path(), "b", 64);
+        assert!(resident(&a.path).is_empty() && resident(&b.path).is_empty());
+        let plan = plan(
+            vec![a.clone(), b.clone()],
+            &[(0, 10, 5), (1, 0, 3), (0, 200, 20), (1, 63, 1)],
+        );
+        let report = replay(&plan, &options(method), &AtomicBool::new(false));
+        let expected_a: Vec<u64> = (10..15).chain(200..220).collect();
+        assert_eq!(settled(&a.path, &expected_a), expected_a, "{method:?}");
+        assert_eq!(
+            settled(&b.path, &[0, 1, 2, 63]),
+            vec![0, 1, 2, 63],
+            "{method:?}"
+        );
+        assert_eq!(report.files_opened, 2);
+        assert!(report.files_skipped.is_empty());
+        assert_eq!(report.extents_requested, 4);
+        assert_eq!(report.bytes_requested, 29 * PAGE);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+    }
+}
+
+#[test]
+fn whole_file_peers_read_every_planned_file_whole() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    for method in [Method::WholeFile, Method::TouchWhole] {
+        let a = cold_file(dir.path(), "a", 100);
+        let plan = plan(vec![a.clone()], &[(0, 5, 1)]);
+        let report = replay(&plan, &options(method), &AtomicBool::new(false));
+        let all: Vec<u64> = (0..100).collect();
+        assert_eq!(settled(&a.path, &all), all, "{method:?}");
+        assert_eq!(report.bytes_requested, 100 * PAGE);
+    }
+}
+
+#[test]
+fn changed_and_missing_files_are_skipped_and_the_rest_is_fetched() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let good = cold_file(dir.path(), "good", 32);
+    let mut grown = cold_file(dir.path(), "grown", 32);
+    grown.size -= PAGE;
+    let mut touched = cold_file(dir.path(), "touched", 32);
+    touched.mtime_ns = touched.mtime_ns.map(|t| t - 1);
+    let mut missing = good.clone();
+    missing.path = dir.path().join("missing").to_str().unwrap().to_string();
+    let plan = plan(
+        vec![
+            good.clone(),
+            grown.clone(),
+            touched.clone(),
+            missing.clone(),
+        ],
+        &[(0, 0, 4), (1, 0, 4), (2, 0, 4), (3, 0, 4)],
+    );
+    let report = replay(&plan, &options(Method::Readahead), &AtomicBool::new(false));
+    assert_eq!(settled(&good.path, &[0, 1, 2, 3]), vec![0, 1, 2, 3]);
+    assert!(
+        resident(&grown.path).is_empty(),
+        "a changed file is never read"
+    );
+    assert!(resident(&touched.path).is_empty());
+    let mut reasons: Vec<(String, String)> = report
+        .files_skipped
+        .iter()
+        .map(|s| (s.path.clone(), s.reason.clone()))
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons[0].0, grown.path);
+    assert!(reasons[0].1.contains("changed since traced"), "{reasons:?}");
+    assert_eq!(reasons[1].0, missing.path);
+    assert_eq!(reasons[1].1, "missing");
+    assert_eq!(reasons[2].0, touched.path);
+    assert!(reasons[2].1.contains("modification time"), "{reasons:?}");
+    assert_eq!(report.files_opened, 1);
+    assert_eq!(report.extents_requested, 1);
+}
+
+#[test]
+fn resident_extents_are_left_alone() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let a = cold_file(dir.path(), "a", 64);
+    let plan = plan(vec![a.clone()], &[(0, 0, 8), (0, 32, 8)]);
+    let first = replay(&plan, &options(Method::Pread), &AtomicBool::new(false));
+    assert_eq!(first.extents_requested, 2);
+    // The test owns the file, so cachestat may tell what is resident.
+    let second = replay(&plan, &options(Method::Pread), &AtomicBool::new(false));
+    assert_eq!(second.extents_requested, 0);
+    assert_eq!(second.extents_resident, 2);
+    assert_eq!(second.bytes_requested, 0);
+}
+
+#[test]
+fn a_raised_stop_ends_the_replay_before_any_request() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let a = cold_file(dir.path(), "a", 16);
+    let plan = plan(vec![a.clone()], &[(0, 0, 16)]);
+    let report = replay(&plan, &options(Method::Readahead), &AtomicBool::new(true));
+    assert!(report.stopped);
+    assert_eq!(report.extents_requested, 0);
+    assert!(resident(&a.path).is_empty());
+}
+
+/// The build-id `readelf -n` prints for `path`.
+fn readelf_build_id(path: &str) -> String {
+    let out = std::process::Command::new("readelf")
+        .args(["-n", path])
+        .output()
+        .expect("readelf (binutils) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("{path} has no build-id: {text}"))
+        .to_string()
+}
+
+#[test]
+fn build_ids_are_read_as_readelf_reads_them() {
+    for path in ["/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6"] {
+        let file = std::fs::File::open(path).unwrap();
+        assert_eq!(
+            coldstart_prefetch::replay::elf_build_id(&file),
+            Some(readelf_build_id(path)),
+            "{path}"
+        );
+    }
+    let text = std::fs::File::open("/etc/passwd").unwrap();
+    assert_eq!(coldstart_prefetch::replay::elf_build_id(&text), None);
+}
+
+#[test]
+fn a_file_with_another_build_id_is_skipped() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    // A copy of /bin/ls, keeping its size and mtime; the plan claims a build-id
+    // one digit off.
+    let copy = dir.path().join("ls");
+    std::fs::copy("/bin/ls", &copy).unwrap();
+    let meta = std::fs::metadata(&copy).unwrap();
+    let real = readelf_build_id("/bin/ls");
+    let mut wrong = real.clone();
+    wrong.replace_range(0..1, if real.starts_with('0') { "1" } else { "0" });
+    let file = |build_id: &str| PlanFile {
+        path: copy.to_str().unwrap().to_string(),
+        size: meta.size(),
+        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
+        build_id: Some(build_id.to_string()),
+    };
+    let stop = AtomicBool::new(false);
+    let good = replay(
+        &plan(vec![file(&real)], &[(0, 0, 1)]),
+        &options(Method::Readahead),
+        &stop,
+    );
+    assert!(good.files_skipped.is_empty(), "{:?}", good.files_skipped);
+    let bad = replay(
+        &plan(vec![file(&wrong)], &[(0, 0, 1)]),
+        &options(Method::Readahead),
+        &stop,
+    );
+    assert_eq!(bad.files_skipped.len(), 1);
+    assert!(
+        bad.files_skipped[0]
+            .reason
+            .contains(&format!("the plan says {wrong}")),
+        "{:?}",
+        bad.files_skipped
+    );
+    assert_eq!(bad.extents_requested, 0);
+}
