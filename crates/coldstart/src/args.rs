@@ -56,6 +56,12 @@ pub enum Command {
     /// Time a program's start over repeated runs: warm, cold or selective-cold
     #[command(after_help = BENCH_EXAMPLES, long_about = BENCH_LONG)]
     Bench(BenchArgs),
+    /// Compile a prefetch plan from traced runs: the extents startup needs, in order
+    #[command(after_help = PLAN_EXAMPLES, long_about = PLAN_LONG)]
+    Plan(PlanArgs),
+    /// Start a program while prefetching its plan on background threads
+    #[command(after_help = RUN_EXAMPLES, long_about = RUN_LONG)]
+    Run(RunArgs),
     /// Drop files from the page cache, or check how much of them is resident
     #[command(after_help = EVICT_EXAMPLES, long_about = EVICT_LONG)]
     Evict(EvictArgs),
@@ -298,6 +304,134 @@ pub struct ReportArgs {
     /// Write a timeline for ui.perfetto.dev (Chrome trace JSON)
     #[arg(long, value_name = "OUT.json")]
     pub perfetto: Option<PathBuf>,
+}
+
+const PLAN_LONG: &str = "\
+Compile a prefetch plan from one or more traced runs of a profile: for each file, the \
+pages startup needed before it was ready (with readahead off, `trace --read-ahead-kb 0`, \
+exactly the pages it demanded; otherwise the pages it faulted, read or had mapped by \
+fault-around), pooled over the runs so that a page enters the plan only when at least \
+--min-fraction of them needed it. Extents are ordered by when startup first needed them \
+(the median over runs), merged when the gap between two is smaller than what one more \
+request costs on the device (--merge-gap-kb, or measured with --calibrate), and split \
+at --max-extent-kb. Each file keeps the size, modification time and build-id it had, so \
+a changed file is skipped at replay. The plan is text, documented in \
+docs/plan-format.md.";
+
+const PLAN_EXAMPLES: &str = "\
+Examples:
+  sudo coldstart trace --read-ahead-kb 0 -o ff.db -- firefox-esr ...   (three times)
+  coldstart plan ff.db -o firefox.plan
+  coldstart plan ff.db --runs 2,3 --min-fraction 0.6 --max-mb 100 -o firefox.plan
+  sudo coldstart plan ff.db --calibrate -o firefox.plan";
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Profile database
+    #[arg(value_name = "PROFILE.db")]
+    pub profile: PathBuf,
+
+    /// Where to write the plan ("-" for stdout)
+    #[arg(short, long, default_value = "-", value_name = "APP.plan")]
+    pub output: PathBuf,
+
+    /// Runs to pool [default: every complete run]
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    pub runs: Vec<i64>,
+
+    /// A page is planned when at least this fraction of the runs needed it. Low by
+    /// default: a page the plan misses costs the program a synchronous read and the
+    /// kernel's readahead window around it, a page too many costs one page of reading
+    #[arg(long, default_value_t = 0.25, value_name = "F")]
+    pub min_fraction: f64,
+
+    /// Merge extents of a file whose gap is at most this [default: 16, or measured
+    /// with --calibrate]
+    #[arg(long, value_name = "KB")]
+    pub merge_gap_kb: Option<u64>,
+
+    /// Measure the device's cost of one more request against its bandwidth, on the
+    /// plan's largest file (evicts it; root or the file's owner), and merge by that
+    #[arg(long, conflicts_with = "merge_gap_kb")]
+    pub calibrate: bool,
+
+    /// Reads in flight for --calibrate: the --threads `coldstart run` will use
+    #[arg(long, default_value_t = 8, value_name = "N", requires = "calibrate")]
+    pub threads: usize,
+
+    /// Split extents longer than this
+    #[arg(long, default_value_t = 4096, value_name = "KB")]
+    pub max_extent_kb: u64,
+
+    /// Cap the plan's total size; the extents needed last are dropped
+    #[arg(long, value_name = "MB")]
+    pub max_mb: Option<u64>,
+
+    /// Print a JSON summary (and the plan itself) on stdout instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+const RUN_LONG: &str = "\
+Start a program while a background process prefetches its plan: worker threads take \
+the plan's files and extents in order, skip what is already resident, and ask the \
+kernel for the rest, staying ahead of the program. The program is started by exec, so \
+its pid, standard streams, exit status and signals are its own; the prefetcher stops \
+when it exits. A missing, unreadable or changed file never stops the program: such \
+files are skipped and named once on standard error (each of them with --verbose).
+
+--wait prefetches everything first, then starts the program. --method chooses how pages \
+are brought in; whole-file and touch-whole are the peers (readahead of every planned \
+file whole, as the old ld.so readahead patch did; vmtouch -t) for side-by-side \
+benchmarks. --write-launcher writes a shell script that runs the program through \
+coldstart run with this plan, for installing in front of the program.";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  coldstart run --plan firefox.plan -- firefox-esr
+  coldstart run --plan firefox.plan --wait --method pread -- firefox-esr
+  coldstart bench --cache cold --vs 'coldstart run --plan ff.plan -- firefox-esr ...' -- firefox-esr ...
+  coldstart run --plan firefox.plan --write-launcher /usr/local/bin/firefox -- /usr/bin/firefox-esr";
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan to prefetch
+    #[arg(long, value_name = "APP.plan")]
+    pub plan: PathBuf,
+
+    /// Prefetch threads
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub threads: usize,
+
+    /// How pages are brought in
+    #[arg(long, value_enum, default_value_t = MethodArg::Readahead)]
+    pub method: MethodArg,
+
+    /// Finish the prefetch before starting the program
+    #[arg(long)]
+    pub wait: bool,
+
+    /// Report every skipped file and a summary of the prefetch on stderr
+    #[arg(long, short)]
+    pub verbose: bool,
+
+    /// Write a launcher script for this plan and command instead of running it
+    #[arg(long, value_name = "PATH")]
+    pub write_launcher: Option<PathBuf>,
+
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    Readahead,
+    Fadvise,
+    Pread,
+    Populate,
+    WholeFile,
+    TouchWhole,
 }
 
 const EVICT_LONG: &str = "\

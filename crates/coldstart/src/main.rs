@@ -17,6 +17,8 @@ fn main() -> ExitCode {
         args::Command::Runs(a) => commands::runs::run(&a),
         args::Command::Report(a) => commands::report::run(&a),
         args::Command::Evict(a) => commands::evict::run(&a),
+        args::Command::Plan(a) => commands::plan::run(&a),
+        args::Command::Run(a) => commands::run::run(&a),
         args::Command::Bench(a) => commands::bench::run(&a),
         args::Command::Demo(a) => commands::demo::run(&a),
         args::Command::Completions { shell } => commands::completions(shell),

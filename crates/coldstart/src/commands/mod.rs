@@ -5,7 +5,9 @@ pub mod bench;
 pub mod demo;
 pub mod evict;
 pub mod inspect;
+pub mod plan;
 pub mod report;
+pub mod run;
 pub mod runs;
 pub mod trace;
 

@@ -1,0 +1,320 @@
+//! `coldstart run` end to end: the planned pages are resident before the
+//! program touches them (checked by the program itself with mincore), the
+//! program keeps its pid, streams, exit status and signals, and a broken plan
+//! never keeps it from starting.
+
+use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource, format};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const PAGE: u64 = 4096;
+
+/// Tests evict files and watch residency: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn disk_tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("coldstart-run-test")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// A written-back, evicted file of `pages` pages.
+fn cold_file(path: &Path, pages: u64) -> PlanFile {
+    let mut file = std::fs::File::create(path).unwrap();
+    file.write_all(&vec![7u8; (pages * PAGE) as usize]).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: fadvise on our own file.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let meta = std::fs::metadata(path).unwrap();
+    PlanFile {
+        path: path.to_str().unwrap().to_string(),
+        size: meta.size(),
+        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
+        build_id: None,
+    }
+}
+
+fn write_plan(path: &Path, files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) {
+    let plan = Plan {
+        page_size: PAGE,
+        source: PlanSource {
+            profile: "hand-made".to_string(),
+            runs: vec![1],
+            min_runs: 1,
+            merge_gap_pages: 0,
+            max_extent_pages: 1024,
+            max_bytes: None,
+            pages_from: "demand".to_string(),
+        },
+        files,
+        extents: extents
+            .iter()
+            .enumerate()
+            .map(|(i, &(file, page, pages))| Extent {
+                file,
+                page,
+                pages,
+                need_ns: i as i64,
+            })
+            .collect(),
+    };
+    std::fs::write(path, format::write(&plan)).unwrap();
+}
+
+/// Maps FILE without touching it and reports, by mincore, how many of pages
+/// [FIRST, FIRST+COUNT) are resident: once at start, then (with a 4th
+/// argument) again every 10 ms until all are, for at most 5 s.
+const WATCHER: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+static int count(unsigned char *v, long first, long n) {
+    int c = 0; for (long i = first; i < first + n; i++) c += v[i] & 1; return c;
+}
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDONLY);
+    struct stat st; fstat(fd, &st);
+    void *p = mmap(0, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    long pages = st.st_size / 4096, first = atol(argv[2]), n = atol(argv[3]);
+    unsigned char *v = malloc(pages);
+    mincore(p, st.st_size, v);
+    printf("at start %d of %ld\n", count(v, first, n), n);
+    if (argc > 4) {
+        for (int i = 0; i < 500; i++) {
+            mincore(p, st.st_size, v);
+            if (count(v, first, n) == n) { printf("all after %d ms\n", i * 10); return 0; }
+            usleep(10000);
+        }
+        printf("not all after 5 s\n");
+        return 1;
+    }
+    return 0;
+}
+"#;
+
+fn watcher(dir: &Path) -> PathBuf {
+    let source = dir.join("watcher.c");
+    std::fs::write(&source, WATCHER).unwrap();
+    let binary = dir.join("watcher");
+    let status = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&binary)
+        .arg(&source)
+        .status()
+        .expect("cc runs (apt-get install gcc)");
+    assert!(status.success());
+    binary
+}
+
+#[test]
+fn with_wait_the_planned_pages_are_resident_when_the_program_starts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = disk_tempdir();
+    let program = watcher(dir.path());
+    let data = cold_file(&dir.path().join("data"), 512);
+    let plan = dir.path().join("p.plan");
+    write_plan(&plan, vec![data.clone()], &[(0, 100, 64)]);
+    // pread waits for each read, so --wait leaves everything read.
+    let out = coldstart()
+        .args(["run", "--wait", "--method", "pread", "--plan"])
+        .arg(&plan)
+        .arg("--")
+        .arg(&program)
+        .args([&data.path, "100", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "at start 64 of 64\n");
+}
+
+#[test]
+fn without_wait_the_prefetch_runs_beside_the_program() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = disk_tempdir();
+    let program = watcher(dir.path());
+    let data = cold_file(&dir.path().join("data"), 4096);
+    let plan = dir.path().join("p.plan");
+    write_plan(&plan, vec![data.clone()], &[(0, 1000, 256), (0, 3000, 256)]);
+    let out = coldstart()
+        .args(["run", "--plan"])
+        .arg(&plan)
+        .arg("--")
+        .arg(&program)
+        .args([&data.path, "3000", "256", "wait"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("all after"), "{stdout}");
+    // The program never touched the file: the pages came from the prefetcher,
+    // and only the planned ones (reads in flight settle within 5 s).
+    let expected: Vec<u64> = (1000..1256).chain(3000..3256).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut pages = resident(&data.path);
+    while pages != expected && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        pages = resident(&data.path);
+    }
+    assert_eq!(pages, expected);
+}
+
+/// Pages of `path` resident now, by mincore.
+fn resident(path: &str) -> Vec<u64> {
+    let file = std::fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    // SAFETY: read-only shared map of our file, only given to mincore.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
+    // SAFETY: one byte per page of the mapping.
+    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
+    // SAFETY: our own mapping.
+    unsafe { libc::munmap(map, len) };
+    (0..vec.len() as u64)
+        .filter(|&i| vec[i as usize] & 1 == 1)
+        .collect()
+}
+
+#[test]
+fn the_program_keeps_its_pid_streams_status_and_signals() {
+    let dir = disk_tempdir();
+    let data = cold_file(&dir.path().join("data"), 8);
+    let plan = dir.path().join("p.plan");
+    write_plan(&plan, vec![data], &[(0, 0, 8)]);
+    let run = |script: &str, input: &[u8]| {
+        let mut child = coldstart()
+            .args(["run", "--plan"])
+            .arg(&plan)
+            .args(["--", "sh", "-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        (pid, child.wait_with_output().unwrap())
+    };
+    let (pid, out) = run("echo $$; cat", b"from stdin\n");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{pid}\nfrom stdin\n"),
+        "the program is exec'd in place and reads coldstart's stdin"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, out) = run("echo oops >&2; exit 7", b"");
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    let (_, out) = run("kill -TERM $$", b"");
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM));
+}
+
+#[test]
+fn a_broken_plan_or_changed_file_never_stops_the_program() {
+    let dir = disk_tempdir();
+    let out = coldstart()
+        .args(["run", "--plan"])
+        .arg(dir.path().join("no-such.plan"))
+        .args(["--", "echo", "started"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no-such.plan"), "{stderr}");
+    assert!(stderr.contains("without prefetching"), "{stderr}");
+
+    // A file that changed since the plan was made is named once, and skipped.
+    let data = dir.path().join("data");
+    let mut planned = cold_file(&data, 8);
+    planned.size += 1;
+    let plan = dir.path().join("p.plan");
+    write_plan(&plan, vec![planned], &[(0, 0, 8)]);
+    let out = coldstart()
+        .args(["run", "--wait", "--plan"])
+        .arg(&plan)
+        .args(["--", "echo", "started"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("1 of 1 files"), "{stderr}");
+
+    let out = coldstart()
+        .args(["run", "--plan"])
+        .arg(&plan)
+        .args(["--", "/no/such/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
+}
+
+#[test]
+fn the_launcher_script_runs_the_program_through_the_plan() {
+    let dir = disk_tempdir();
+    let data = cold_file(&dir.path().join("data"), 8);
+    let plan = dir.path().join("p.plan");
+    write_plan(&plan, vec![data], &[(0, 0, 8)]);
+    let launcher = dir.path().join("launch");
+    let out = coldstart()
+        .args(["run", "--plan"])
+        .arg(&plan)
+        .arg("--write-launcher")
+        .arg(&launcher)
+        .args(["--", "sh", "-c", "echo \"args: $*\"", "it's"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = std::fs::read_to_string(&launcher).unwrap();
+    assert!(script.contains(" run --plan "), "{script}");
+    let out = Command::new(&launcher).args(["a b", "c"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "args: a b c\n");
+    // Without the plan, the program still starts.
+    std::fs::remove_file(&plan).unwrap();
+    let out = Command::new(&launcher).arg("x").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "args: x\n");
+}
