@@ -1,8 +1,9 @@
 //! `coldstart demo`: coldstart's main job on its built-in example. Generates
 //! the sample app, builds it with a progress bar, checks it starts (prints
-//! READY), inspects both binaries, and (as root) traces its cold start and
-//! reports it with a chart. Later stages of the loop (plan, order, verify)
-//! join here as they land.
+//! READY), inspects both binaries, and (as root) traces its cold start,
+//! reports it with a chart and compiles its prefetch plan; then times it warm
+//! against cold, and cold with the plan. Later stages of the loop (order,
+//! verify) join here as they land.
 
 use crate::args::{CompilerArg, DemoArgs};
 use crate::output::{self, step};
@@ -32,7 +33,10 @@ struct DemoReport {
     trace_skipped: Option<String>,
     chart: Option<PathBuf>,
     html: Option<PathBuf>,
-    /// Warm against cold (root) or selective-cold starts, interleaved.
+    /// The prefetch plan compiled from the traced run (root only).
+    plan: Option<coldstart_prefetch::Plan>,
+    /// Warm against cold (root) or selective-cold starts, and cold with the
+    /// plan, interleaved.
     bench: Option<coldstart_bench::BenchResult>,
 }
 
@@ -117,7 +121,15 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
 
     let traced = trace_cold_start(&app.executable, &args.dir)?;
-    let benched = bench_warm_cold(&app.executable, &app.library)?;
+    let plan = match &traced {
+        Ok(t) => Some(plan_from_trace(&t.profile, &args.dir)?),
+        Err(_) => None,
+    };
+    let benched = bench_warm_cold(
+        &app.executable,
+        &app.library,
+        plan.as_ref().map(|(path, _)| path.as_path()),
+    )?;
     if args.json {
         output::print_json(&DemoReport {
             spec,
@@ -134,6 +146,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             trace_skipped: traced.as_ref().err().cloned(),
             chart: traced.as_ref().ok().map(|t| t.svg.clone()),
             html: traced.as_ref().ok().map(|t| t.html.clone()),
+            plan: plan.map(|(_, plan)| plan),
             bench: Some(benched),
         })?;
     } else {
@@ -169,6 +182,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
                 ));
             }
             Err(reason) => text.push_str(&format!("\nNot traced: {reason}\n")),
+        }
+        if let Some((path, _)) = &plan {
+            text.push_str(&format!("\nPrefetch plan: {}\n", path.display()));
         }
         text.push_str("\nStartup time, warm against cold (coldstart bench):\n");
         text.push_str(&coldstart_report::bench::render(
@@ -252,6 +268,7 @@ fn trace_cold_start(
 fn bench_warm_cold(
     executable: &std::path::Path,
     library: &std::path::Path,
+    plan: Option<&std::path::Path>,
 ) -> anyhow::Result<coldstart_bench::BenchResult> {
     use coldstart_bench::{Environment, Options, Variant};
     use coldstart_profile::CacheMode;
@@ -263,27 +280,53 @@ fn bench_warm_cold(
         CacheMode::Selective
     };
     const RUNS: usize = 10;
+    let mut commands = vec![sample_launch(executable)?];
+    let mut variants: Vec<Variant> = [CacheMode::Warm, cold]
+        .into_iter()
+        .map(|cache| Variant {
+            name: format!("sample app ({})", cache.as_str()),
+            command: 0,
+            cache,
+        })
+        .collect();
+    if let Some(plan) = plan {
+        let mut with_plan = sample_launch(executable)?;
+        let coldstart = std::env::current_exe().context("cannot find the coldstart binary")?;
+        with_plan.argv = vec![
+            coldstart.into_os_string(),
+            "run".into(),
+            "--plan".into(),
+            plan.as_os_str().to_owned(),
+            "--".into(),
+            executable.as_os_str().to_owned(),
+        ];
+        commands.push(with_plan);
+        variants.push(Variant {
+            name: format!("sample app + plan ({})", cold.as_str()),
+            command: 1,
+            cache: cold,
+        });
+    }
     step(&format!(
-        "timing its start warm against {} ({RUNS} interleaved runs each)",
-        cold.as_str()
+        "timing its start warm against {}{} ({RUNS} interleaved runs each)",
+        cold.as_str(),
+        if plan.is_some() {
+            ", and with its prefetch plan"
+        } else {
+            ""
+        }
     ));
+    let total = (variants.len() * RUNS) as u64;
     let options = Options {
-        commands: vec![sample_launch(executable)?],
-        variants: [CacheMode::Warm, cold]
-            .into_iter()
-            .map(|cache| Variant {
-                name: format!("sample app ({})", cache.as_str()),
-                command: 0,
-                cache,
-            })
-            .collect(),
+        commands,
+        variants,
         runs: RUNS,
         warmup: 1,
         evict: vec![executable.to_path_buf(), library.to_path_buf()],
         grace: std::time::Duration::from_millis(500),
     };
     let interrupted = std::sync::atomic::AtomicBool::new(false);
-    let bar = output::progress((2 * RUNS) as u64, "benchmark");
+    let bar = output::progress(total, "benchmark");
     let result = coldstart_bench::bench(
         &options,
         Environment::detect(executable),
@@ -297,6 +340,32 @@ fn bench_warm_cold(
     .context("benchmarking the sample app")?;
     bar.finish_and_clear();
     Ok(result)
+}
+
+/// Compiles the traced run into DIR/demo.plan.
+fn plan_from_trace(
+    profile: &std::path::Path,
+    dir: &std::path::Path,
+) -> anyhow::Result<(PathBuf, coldstart_prefetch::Plan)> {
+    use coldstart_prefetch::compile::{CompileOptions, compile};
+    let opened = coldstart_profile::Profile::open(profile)?;
+    let compiled = compile(
+        &opened,
+        &profile.display().to_string(),
+        &CompileOptions::default(),
+    )
+    .context("compiling the sample app's prefetch plan")?;
+    let path = dir.join("demo.plan");
+    std::fs::write(&path, coldstart_prefetch::format::write(&compiled.plan))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    step(&format!(
+        "compiled its prefetch plan: {} extents of {} files, {} KiB ({})",
+        compiled.plan.extents.len(),
+        compiled.plan.files.len(),
+        compiled.plan.bytes() / 1024,
+        path.display()
+    ));
+    Ok((path, compiled.plan))
 }
 
 /// The sample app started as the invoking user, ready when it prints READY.
