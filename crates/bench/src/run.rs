@@ -110,7 +110,8 @@ pub struct BenchResult {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    #[error("cannot start {program}: {error}")]
+    /// The launcher's error names the program already.
+    #[error("{error}")]
     Launch {
         program: String,
         error: std::io::Error,

@@ -343,7 +343,7 @@ pub fn trace(
     Ok(summary)
 }
 
-fn launch_error(options: &TraceOptions, source: std::io::Error) -> TraceError {
+fn launch_error(options: &TraceOptions, error: std::io::Error) -> TraceError {
     TraceError::Launch {
         program: options
             .launch
@@ -351,7 +351,7 @@ fn launch_error(options: &TraceOptions, source: std::io::Error) -> TraceError {
             .first()
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        source,
+        error,
     }
 }
 

@@ -42,8 +42,9 @@ pub enum TraceError {
     Readahead(#[from] crate::readahead::ReadaheadError),
     #[error("profile: {0}")]
     Profile(#[from] coldstart_profile::Error),
-    #[error("cannot start {program}: {source}")]
-    Launch { program: String, source: io::Error },
+    /// The launcher's error names the program already.
+    #[error("{error}")]
+    Launch { program: String, error: io::Error },
     #[error("cannot start a trace reader thread: {0}")]
     Thread(io::Error),
     #[error("interrupted before the program started")]
