@@ -6,8 +6,9 @@ For each program: three cold traces with readahead off (`coldstart trace
 --read-ahead-kb 0`, the exact pages each start demands), a plan compiled from
 them (`coldstart plan`), then one `coldstart bench` with the cache warm and
 cold, interleaved round by round, for three commands: the program itself,
-the program under `coldstart run --method whole-file` (readahead of every
-planned file whole: the peer), and under `coldstart run` with the plan. So
+the program under `coldstart-run --method whole-file` (readahead of every
+planned file whole: the peer), and under `coldstart-run` with the plan
+(coldstart-run is `coldstart run` as the small wrapper binary). So
 each program gets six variants; the ones that matter are warm, cold, cold
 with whole-file prefetch and cold with the plan (warm with the plan shows
 what the plan costs when nothing needs reading).
@@ -78,11 +79,13 @@ def bench_program(coldstart, work, name, argv, runs, traces):
     quoted = " ".join(f"'{a}'" for a in argv)
     out_json = os.path.join(work, f"{name}-bench.json")
     out_md = os.path.join(work, f"{name}-bench.md")
+    # The small wrapper a distribution would install in front of the program.
+    wrapper = os.path.join(os.path.dirname(coldstart), "coldstart-run")
     run([coldstart, "bench", "--as-root", "--cache", "warm,cold", "-n", str(runs),
          "--name", name,
-         "--vs", f"{coldstart} run --method whole-file --plan {plan} -- {quoted}",
+         "--vs", f"{wrapper} --method whole-file --plan {plan} -- {quoted}",
          "--name", f"{name} + whole files",
-         "--vs", f"{coldstart} run --plan {plan} -- {quoted}",
+         "--vs", f"{wrapper} --plan {plan} -- {quoted}",
          "--name", f"{name} + plan",
          "--json", out_json, "--markdown", out_md, "--", *argv])
     with open(out_json) as f:

@@ -1,7 +1,7 @@
-//! `coldstart run` end to end: the planned pages are resident before the
-//! program touches them (checked by the program itself with mincore), the
-//! program keeps its pid, streams, exit status and signals, and a broken plan
-//! never keeps it from starting.
+//! `coldstart run` and the coldstart-run wrapper end to end: the planned
+//! pages are resident before the program touches them (checked by the
+//! program itself with mincore), the program keeps its pid, streams, exit
+//! status and signals, and a broken plan never keeps it from starting.
 
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource, format};
 use std::io::Write;
@@ -308,8 +308,16 @@ fn the_launcher_script_runs_the_program_through_the_plan() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The small wrapper, built beside coldstart, is the one installed.
     let script = std::fs::read_to_string(&launcher).unwrap();
-    assert!(script.contains(" run --plan "), "{script}");
+    assert!(
+        script
+            .lines()
+            .any(|l| l.starts_with("launcher=")
+                && l.trim_end_matches('\'').ends_with("/coldstart-run")),
+        "{script}"
+    );
+    assert!(script.contains("\" --plan \"$plan\" -- "), "{script}");
     let out = Command::new(&launcher).args(["a b", "c"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "args: a b c\n");
@@ -317,4 +325,57 @@ fn the_launcher_script_runs_the_program_through_the_plan() {
     std::fs::remove_file(&plan).unwrap();
     let out = Command::new(&launcher).arg("x").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "args: x\n");
+}
+
+#[test]
+fn the_small_wrapper_does_what_coldstart_run_does() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = disk_tempdir();
+    let program = watcher(dir.path());
+    let data = cold_file(&dir.path().join("data"), 512);
+    let plan = dir.path().join("p.plan");
+    write_plan(&plan, vec![data.clone()], &[(0, 100, 64)]);
+    let wrapper = || Command::new(env!("CARGO_BIN_EXE_coldstart-run"));
+    let out = wrapper()
+        .args(["--wait", "--method=pread", "--threads", "2", "--plan"])
+        .arg(&plan)
+        .arg("--")
+        .arg(&program)
+        .args([&data.path, "100", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "at start 64 of 64\n");
+
+    let out = wrapper()
+        .arg("--plan")
+        .arg(&plan)
+        .args(["--", "sh", "-c", "exit 9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(9));
+
+    for (args, expected) in [
+        (&["--plan", "x"][..], "no command"),
+        (
+            &["--method", "magic", "--plan", "x", "--", "true"][..],
+            "--method magic",
+        ),
+        (
+            &["--threads", "0", "--plan", "x", "--", "true"][..],
+            "--threads 0",
+        ),
+        (&["--", "true"][..], "--plan APP.plan is required"),
+        (&["--colour", "--", "true"][..], "unknown option --colour"),
+    ] {
+        let out = wrapper().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(stderr.contains("Usage: coldstart-run"), "{stderr}");
+    }
 }

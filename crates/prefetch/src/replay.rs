@@ -47,6 +47,19 @@ impl Method {
         }
     }
 
+    pub const ALL: [Method; 6] = [
+        Method::Readahead,
+        Method::Fadvise,
+        Method::Pread,
+        Method::Populate,
+        Method::WholeFile,
+        Method::TouchWhole,
+    ];
+
+    pub fn parse(text: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == text)
+    }
+
     fn whole_files(self) -> bool {
         matches!(self, Method::WholeFile | Method::TouchWhole)
     }

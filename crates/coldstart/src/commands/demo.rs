@@ -291,15 +291,17 @@ fn bench_warm_cold(
         .collect();
     if let Some(plan) = plan {
         let mut with_plan = sample_launch(executable)?;
-        let coldstart = std::env::current_exe().context("cannot find the coldstart binary")?;
-        with_plan.argv = vec![
-            coldstart.into_os_string(),
-            "run".into(),
+        let wrapper = crate::commands::run::wrapper()?;
+        with_plan.argv = vec![wrapper.path.into_os_string()];
+        if !wrapper.subcommand.is_empty() {
+            with_plan.argv.push("run".into());
+        }
+        with_plan.argv.extend([
             "--plan".into(),
             plan.as_os_str().to_owned(),
             "--".into(),
             executable.as_os_str().to_owned(),
-        ];
+        ]);
         commands.push(with_plan);
         variants.push(Variant {
             name: format!("sample app + plan ({})", cold.as_str()),
