@@ -383,8 +383,9 @@ files are skipped and named once on standard error (each of them with --verbose)
 --wait prefetches everything first, then starts the program. --method chooses how pages \
 are brought in; whole-file and touch-whole are the peers (readahead of every planned \
 file whole, as the old ld.so readahead patch did; vmtouch -t) for side-by-side \
-benchmarks. --write-launcher writes a shell script that runs the program through \
-coldstart run with this plan, for installing in front of the program.";
+benchmarks. --write-launcher writes a shell script that runs the program with this plan, \
+for installing in front of the program; it uses the small coldstart-run binary (this \
+command without the rest of coldstart, installed beside it) when it is there.";
 
 const RUN_EXAMPLES: &str = "\
 Examples:

@@ -122,7 +122,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 
     let traced = trace_cold_start(&app.executable, &args.dir)?;
     let plan = match &traced {
-        Ok(t) => Some(plan_from_trace(&t.profile, &args.dir)?),
+        Ok(t) => Some(plan_from_trace(&t.profile, t.demand_run, &args.dir)?),
         Err(_) => None,
     };
     let benched = bench_warm_cold(
@@ -199,6 +199,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
 struct Traced {
     report: coldstart_analyze::RunReport,
     profile: PathBuf,
+    /// A second cold run traced with readahead off: the exact pages the
+    /// start needs, which the plan is compiled from.
+    demand_run: coldstart_profile::RunId,
     svg: PathBuf,
     html: PathBuf,
 }
@@ -254,9 +257,25 @@ fn trace_cold_start(
         coldstart_report::html::html(&report, &timeline, &chart_options),
     )
     .with_context(|| format!("cannot write {}", html.display()))?;
+
+    step("tracing it cold again with readahead off, for its prefetch plan");
+    let demand = trace(
+        &mut profile,
+        &TraceOptions {
+            launch: sample_launch(executable)?,
+            user_faults: false,
+            read_ahead_kb: Some(0),
+            ..options
+        },
+        &interrupted,
+        |_| {},
+        |_| {},
+    )
+    .context("tracing the sample app with readahead off")?;
     Ok(Ok(Traced {
         report,
         profile: profile_path,
+        demand_run: demand.run,
         svg,
         html,
     }))
@@ -312,10 +331,14 @@ fn bench_warm_cold(
     step(&format!(
         "timing its start warm against {}{} ({RUNS} interleaved runs each)",
         cold.as_str(),
-        if plan.is_some() {
-            ", and with its prefetch plan"
-        } else {
-            ""
+        match plan {
+            Some(_) if crate::commands::run::wrapper()?.subcommand.is_empty() =>
+                ", and with its prefetch plan through coldstart-run",
+            Some(_) => {
+                ", and with its prefetch plan through `coldstart run` (the smaller coldstart-run \
+                 is not built beside this binary: `cargo build --release` builds it)"
+            }
+            None => "",
         }
     ));
     let total = (variants.len() * RUNS) as u64;
@@ -344,9 +367,10 @@ fn bench_warm_cold(
     Ok(result)
 }
 
-/// Compiles the traced run into DIR/demo.plan.
+/// Compiles the readahead-off run into DIR/demo.plan.
 fn plan_from_trace(
     profile: &std::path::Path,
+    run: coldstart_profile::RunId,
     dir: &std::path::Path,
 ) -> anyhow::Result<(PathBuf, coldstart_prefetch::Plan)> {
     use coldstart_prefetch::compile::{CompileOptions, compile};
@@ -354,7 +378,10 @@ fn plan_from_trace(
     let compiled = compile(
         &opened,
         &profile.display().to_string(),
-        &CompileOptions::default(),
+        &CompileOptions {
+            runs: Some(vec![run]),
+            ..CompileOptions::default()
+        },
     )
     .context("compiling the sample app's prefetch plan")?;
     let path = dir.join("demo.plan");
