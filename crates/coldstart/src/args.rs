@@ -356,8 +356,9 @@ pub struct PlanArgs {
     pub calibrate: bool,
 
     /// Reads in flight for --calibrate: the --threads `coldstart run` will use
-    #[arg(long, default_value_t = 8, value_name = "N", requires = "calibrate")]
-    pub threads: usize,
+    /// [default: the CPUs, from 2 to 8]
+    #[arg(long, value_name = "N", requires = "calibrate")]
+    pub threads: Option<usize>,
 
     /// Split extents longer than this
     #[arg(long, default_value_t = 4096, value_name = "KB")]
@@ -400,9 +401,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "APP.plan")]
     pub plan: PathBuf,
 
-    /// Prefetch threads
-    #[arg(long, default_value_t = 8, value_name = "N")]
-    pub threads: usize,
+    /// Prefetch threads [default: the CPUs, from 2 to 8]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
 
     /// How pages are brought in
     #[arg(long, value_enum, default_value_t = MethodArg::Readahead)]

@@ -5,7 +5,7 @@
 //! coldstart binary does.
 
 use coldstart_prefetch::launch::{self, Launch};
-use coldstart_prefetch::replay::{Method, ReplayOptions};
+use coldstart_prefetch::replay::{self, Method, ReplayOptions};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +19,7 @@ A missing or broken plan, or a changed file, never keeps CMD from starting.
 
 Options:
   --plan APP.plan   the plan to prefetch
-  --threads N       prefetch threads [default: 8]
+  --threads N       prefetch threads [default: the CPUs, from 2 to 8]
   --method METHOD   readahead, fadvise, pread, populate, whole-file or touch-whole
                     [default: readahead]
   --wait            prefetch everything first, then start CMD
@@ -55,7 +55,7 @@ enum Parsed {
 
 fn parse(args: Vec<OsString>) -> Result<Parsed, String> {
     let mut plan = None;
-    let mut threads = 8usize;
+    let mut threads = replay::default_threads();
     let mut method = Method::Readahead;
     let mut wait = false;
     let mut verbose = false;

@@ -14,10 +14,13 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// Without --calibrate or --merge-gap-kb. Measured on this project's machine
-/// kind (virtio disk) with --calibrate on libxul.so, three times: with 8
-/// reads in flight, as `run` replays, a cold 4 KiB read cost 15-19 µs of the
-/// device's time (34-47 µs alone) and sequential reads ran at 0.5-1.9 GB/s,
-/// so one more request costs as much as reading 8-28 KiB more.
+/// kind (virtio disk, 2 CPUs) with --calibrate on libxul.so, three times
+/// each: with 2 reads in flight (`run`'s default threads there) a cold 4 KiB
+/// read cost 21 µs of the device's time and sequential reads ran at 0.8-2.2
+/// GB/s, so one more request costs as much as reading 16-44 KiB more; with 8
+/// in flight, 15-19 µs and 8-28 KiB. The low end is taken: every merged gap
+/// is read for nothing, and the time measured on Firefox ESR did not tell
+/// 0, 16 and 64 KiB apart.
 const DEFAULT_MERGE_GAP_KB: u64 = 16;
 
 #[derive(Serialize)]
@@ -59,8 +62,12 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         output::step(&format!(
             "coldstart plan: calibrating the device on {largest}"
         ));
-        let measured = calibrate::calibrate(Path::new(&largest), args.threads)
-            .with_context(|| format!("calibrating on {largest}"))?;
+        let measured = calibrate::calibrate(
+            Path::new(&largest),
+            args.threads
+                .unwrap_or_else(coldstart_prefetch::replay::default_threads),
+        )
+        .with_context(|| format!("calibrating on {largest}"))?;
         output::step(&format!(
             "coldstart plan: a cold 4 KiB read takes {:.0} µs alone and {:.0} µs of the device's time \
              with {} in flight; sequential reads run at {:.0} MB/s: extents closer than {} are merged",

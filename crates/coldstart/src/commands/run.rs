@@ -5,7 +5,7 @@
 use crate::args::{MethodArg, RunArgs};
 use anyhow::Context;
 use coldstart_prefetch::launch::{self, Launch};
-use coldstart_prefetch::replay::{Method, ReplayOptions};
+use coldstart_prefetch::replay::{self, Method, ReplayOptions};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -16,7 +16,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let launch = Launch {
         plan: args.plan.clone(),
         replay: ReplayOptions {
-            threads: args.threads.clamp(1, 256),
+            threads: args
+                .threads
+                .unwrap_or_else(replay::default_threads)
+                .clamp(1, 256),
             method: method(args.method),
         },
         wait: args.wait,
@@ -55,8 +58,8 @@ fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?
         .join(" ");
     let mut options = String::new();
-    if args.threads != 8 {
-        options.push_str(&format!(" --threads {}", args.threads));
+    if let Some(threads) = args.threads {
+        options.push_str(&format!(" --threads {threads}"));
     }
     if args.method != MethodArg::Readahead {
         options.push_str(&format!(" --method {}", method(args.method).as_str()));
