@@ -50,28 +50,9 @@ fn cached_file(path: &Path, pages: u64) {
         .unwrap();
 }
 
-/// Resident pages of `path` by mincore.
+/// How many pages of `path` are resident, by mincore.
 fn resident(path: &Path) -> u64 {
-    let file = std::fs::File::open(path).unwrap();
-    let len = file.metadata().unwrap().len() as usize;
-    // SAFETY: read-only shared map of a file we opened, only given to mincore.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(map, libc::MAP_FAILED);
-    let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
-    // SAFETY: one byte per page of the mapping.
-    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
-    // SAFETY: our own mapping.
-    unsafe { libc::munmap(map, len) };
-    vec.iter().filter(|&&b| b & 1 == 1).count() as u64
+    coldstart_testkit::resident_pages(path).len() as u64
 }
 
 #[test]

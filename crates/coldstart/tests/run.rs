@@ -5,7 +5,6 @@
 
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource, format};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -29,11 +28,7 @@ fn disk_tempdir() -> tempfile::TempDir {
 
 /// A written-back, evicted file of `pages` pages.
 fn cold_file(path: &Path, pages: u64) -> PlanFile {
-    let mut file = std::fs::File::create(path).unwrap();
-    file.write_all(&vec![7u8; (pages * PAGE) as usize]).unwrap();
-    file.sync_all().unwrap();
-    // SAFETY: fadvise on our own file.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    coldstart_testkit::cold_file(path, pages, PAGE);
     let meta = std::fs::metadata(path).unwrap();
     PlanFile {
         path: path.to_str().unwrap().to_string(),
@@ -182,28 +177,7 @@ fn without_wait_the_prefetch_runs_beside_the_program() {
 
 /// Pages of `path` resident now, by mincore.
 fn resident(path: &str) -> Vec<u64> {
-    let file = std::fs::File::open(path).unwrap();
-    let len = file.metadata().unwrap().len() as usize;
-    // SAFETY: read-only shared map of our file, only given to mincore.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(map, libc::MAP_FAILED);
-    let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
-    // SAFETY: one byte per page of the mapping.
-    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
-    // SAFETY: our own mapping.
-    unsafe { libc::munmap(map, len) };
-    (0..vec.len() as u64)
-        .filter(|&i| vec[i as usize] & 1 == 1)
-        .collect()
+    coldstart_testkit::resident_pages(Path::new(path))
 }
 
 #[test]

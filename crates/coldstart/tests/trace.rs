@@ -139,35 +139,6 @@ fn build_c(dir: &Path, name: &str, text: &str) -> PathBuf {
     binary
 }
 
-/// Pages of `path` resident now, by mincore: independent of coldstart.
-fn resident_pages(path: &Path) -> Vec<u64> {
-    use std::os::fd::AsRawFd;
-    let file = std::fs::File::open(path).unwrap();
-    let len = file.metadata().unwrap().len() as usize;
-    // SAFETY: read-only shared map of a file we opened; only inspected
-    // with mincore, never read.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(map, libc::MAP_FAILED);
-    let pages = len.div_ceil(PAGE as usize);
-    let mut vec = vec![0u8; pages];
-    // SAFETY: vec has one byte per page of the mapping.
-    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
-    // SAFETY: unmapping our own mapping.
-    unsafe { libc::munmap(map, len) };
-    (0..pages as u64)
-        .filter(|&i| vec[i as usize] & 1 == 1)
-        .collect()
-}
-
 fn extents_to_pages(extents: &Value) -> Vec<u64> {
     extents
         .as_array()
@@ -283,8 +254,8 @@ fn pages_touched_and_read_are_exact_and_match_residency() {
     );
     no_instances_left();
     // Before `report`, which reads the files to find their ELF sections.
-    let resident_after = resident_pages(&mapped);
-    let resident_after_b = resident_pages(&readf);
+    let resident_after = coldstart_testkit::resident_pages(&mapped);
+    let resident_after_b = coldstart_testkit::resident_pages(&readf);
 
     let out = run(coldstart()
         .arg("report")
@@ -602,8 +573,8 @@ fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
         before,
         "read_ahead_kb is restored"
     );
-    let resident = resident_pages(&mapped);
-    let resident_b = resident_pages(&readf);
+    let resident = coldstart_testkit::resident_pages(&mapped);
+    let resident_b = coldstart_testkit::resident_pages(&readf);
     no_instances_left();
 
     let report = json(&run(coldstart()

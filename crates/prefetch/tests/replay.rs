@@ -4,8 +4,6 @@
 
 use coldstart_prefetch::replay::{Method, ReplayOptions, replay};
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
-use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -19,15 +17,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// On the disk (tmpfs pages cannot be evicted), written back and evicted.
 fn cold_file(dir: &Path, name: &str, pages: u64) -> PlanFile {
     let path = dir.join(name);
-    let mut file = std::fs::File::create(&path).unwrap();
-    let block: Vec<u8> = (0..PAGE).map(|i| (i % 241) as u8).collect();
-    for _ in 0..pages {
-        file.write_all(&block).unwrap();
-    }
-    file.sync_all().unwrap();
-    // SAFETY: plain fadvise on our own file.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
+    coldstart_testkit::cold_file(&path, pages, PAGE);
     let meta = std::fs::metadata(&path).unwrap();
     PlanFile {
         path: path.to_str().unwrap().to_string(),
@@ -39,28 +29,7 @@ fn cold_file(dir: &Path, name: &str, pages: u64) -> PlanFile {
 
 /// Pages of `path` resident now, by mincore.
 fn resident(path: &str) -> Vec<u64> {
-    let file = std::fs::File::open(path).unwrap();
-    let len = file.metadata().unwrap().len() as usize;
-    // SAFETY: read-only shared map of our file, only given to mincore.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(map, libc::MAP_FAILED);
-    let mut vec = vec![0u8; len.div_ceil(PAGE as usize)];
-    // SAFETY: one byte per page of the mapping.
-    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
-    // SAFETY: our own mapping.
-    unsafe { libc::munmap(map, len) };
-    (0..vec.len() as u64)
-        .filter(|&i| vec[i as usize] & 1 == 1)
-        .collect()
+    coldstart_testkit::resident_pages(Path::new(path))
 }
 
 /// readahead(2) and fadvise only start the reads, and mincore counts a page

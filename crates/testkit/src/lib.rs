@@ -1,0 +1,58 @@
+//! Oracles the tests check coldstart against. They use the kernel directly
+//! (mincore, fadvise), never coldstart's own code, so a bug there cannot
+//! make a test pass.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// Indices of the pages of `path` resident in the page cache now, by
+/// mincore(2) on a fresh read-only mapping that is never read. Pages are
+/// the system's page size.
+pub fn resident_pages(path: &Path) -> Vec<u64> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let len = file.metadata().unwrap().len() as usize;
+    if len == 0 {
+        return Vec::new();
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: read-only shared map of a file we opened, only given to
+    // mincore and unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED, "mmap {}", path.display());
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: one byte per page of the mapping.
+    assert_eq!(unsafe { libc::mincore(map, len, vec.as_mut_ptr()) }, 0);
+    // SAFETY: our own mapping.
+    unsafe { libc::munmap(map, len) };
+    (0..vec.len() as u64)
+        .filter(|&i| vec[i as usize] & 1 == 1)
+        .collect()
+}
+
+/// Writes `pages` pages of `page_size` bytes to `path` (byte `i % 241` of
+/// each page), writes them back and drops them from the page cache, so
+/// none is resident. The file must be on a disk filesystem: tmpfs pages
+/// cannot be dropped.
+pub fn cold_file(path: &Path, pages: u64, page_size: u64) {
+    let mut file =
+        std::fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let block: Vec<u8> = (0..page_size).map(|i| (i % 241) as u8).collect();
+    for _ in 0..pages {
+        file.write_all(&block).unwrap();
+    }
+    file.sync_all().unwrap();
+    // SAFETY: plain fadvise on our own descriptor.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "fadvise DONTNEED {}", path.display());
+}
