@@ -289,7 +289,7 @@ fn open_checked(planned: &PlanFile) -> Opened {
         }
     }
     if let Some(expected) = &planned.build_id {
-        match elf_build_id(&file) {
+        match coldstart_record::trace::build_id_of_open(&file) {
             Some(found) if &found == expected => {}
             Some(found) => {
                 return Err(format!(
@@ -300,98 +300,6 @@ fn open_checked(planned: &PlanFile) -> Opened {
         }
     }
     Ok(file)
-}
-
-/// The GNU build-id of an ELF file, as hex, from its PT_NOTE segments. The
-/// pages read (the ELF header, program headers and notes) are ones a start
-/// of the program needs anyway.
-pub fn elf_build_id(file: &File) -> Option<String> {
-    use std::os::unix::fs::FileExt;
-    let mut ident = [0u8; 64];
-    file.read_exact_at(&mut ident, 0).ok()?;
-    if &ident[..4] != b"\x7fELF" {
-        return None;
-    }
-    let wide = match ident[4] {
-        1 => false,
-        2 => true,
-        _ => return None,
-    };
-    let little = match ident[5] {
-        1 => true,
-        2 => false,
-        _ => return None,
-    };
-    let int = |bytes: &[u8]| -> u64 {
-        let mut value = 0u64;
-        for (i, &b) in bytes.iter().enumerate() {
-            let shift = if little { i } else { bytes.len() - 1 - i };
-            value |= u64::from(b) << (8 * shift);
-        }
-        value
-    };
-    // e_phoff, e_phentsize, e_phnum.
-    let (phoff, phentsize, phnum) = if wide {
-        (
-            int(&ident[32..40]),
-            int(&ident[54..56]),
-            int(&ident[56..58]),
-        )
-    } else {
-        (
-            int(&ident[28..32]),
-            int(&ident[42..44]),
-            int(&ident[44..46]),
-        )
-    };
-    let min_entry = if wide { 56 } else { 32 };
-    if phentsize < min_entry || phnum == 0 || phnum > 4096 {
-        return None;
-    }
-    let mut headers = vec![0u8; (phentsize * phnum) as usize];
-    file.read_exact_at(&mut headers, phoff).ok()?;
-    for header in headers.chunks_exact(phentsize as usize) {
-        const PT_NOTE: u64 = 4;
-        if int(&header[0..4]) != PT_NOTE {
-            continue;
-        }
-        let (offset, size) = if wide {
-            (int(&header[8..16]), int(&header[32..40]))
-        } else {
-            (int(&header[4..8]), int(&header[16..20]))
-        };
-        if size > 1 << 20 {
-            continue;
-        }
-        let mut notes = vec![0u8; size as usize];
-        if file.read_exact_at(&mut notes, offset).is_err() {
-            continue;
-        }
-        // Notes: namesz, descsz, type, then name and desc, each 4-aligned.
-        let mut at = 0usize;
-        while at + 12 <= notes.len() {
-            let namesz = int(&notes[at..at + 4]) as usize;
-            let descsz = int(&notes[at + 4..at + 8]) as usize;
-            let kind = int(&notes[at + 8..at + 12]);
-            let name_at = at + 12;
-            let desc_at = name_at + namesz.div_ceil(4) * 4;
-            let end = desc_at.checked_add(descsz.div_ceil(4) * 4)?;
-            if desc_at + descsz > notes.len() {
-                break;
-            }
-            const NT_GNU_BUILD_ID: u64 = 3;
-            if kind == NT_GNU_BUILD_ID && notes[name_at..name_at + namesz] == *b"GNU\0" {
-                return Some(
-                    notes[desc_at..desc_at + descsz]
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect(),
-                );
-            }
-            at = end;
-        }
-    }
-    None
 }
 
 /// Asks for `[offset, offset + len)` of `file` by `method`.

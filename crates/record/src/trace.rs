@@ -758,17 +758,33 @@ fn new_file(
 /// them), so recording a run never makes more of a file resident.
 pub fn build_id(path: &Path) -> Option<String> {
     let file = File::open(path).ok()?;
+    let cached = cache::resident_pages_fd(&file, path).ok()?;
+    let page = cached.page_size as usize;
+    read_build_id(&file, &|start: usize, end: usize| {
+        (start / page..end.div_ceil(page)).all(|p| cached.contains(p as u64))
+    })
+}
+
+/// The GNU build-id of an open ELF file, as hex, reading the pages that hold
+/// its ELF header, program headers and notes if they are not resident, and
+/// nothing around them (no readahead: a readahead window would also leave a
+/// mark whose first touch by another reader starts a larger window).
+pub fn build_id_of_open(file: &File) -> Option<String> {
+    read_build_id(file, &|_, _| true)
+}
+
+/// The build-id from the parts of `file` for which `readable(start, end)`
+/// holds (byte ranges, already clamped to the file).
+fn read_build_id(file: &File, readable: &dyn Fn(usize, usize) -> bool) -> Option<String> {
     // SAFETY: read-only map; a concurrent truncation would SIGBUS, the
     // same risk every ELF reader takes.
-    let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
     // No readahead around what we do read.
     let _ = map.advise(memmap2::Advice::Random);
     let data: &[u8] = &map;
-    let cached = cache::resident_pages_fd(&file, path).ok()?;
-    let page = cached.page_size as usize;
     let resident = |start: usize, end: usize| {
         let end = end.min(data.len());
-        start <= end && (start / page..end.div_ceil(page)).all(|p| cached.contains(p as u64))
+        start <= end && readable(start, end)
     };
     if !resident(0, 64.min(data.len())) || data.get(..4)? != b"\x7fELF" {
         return None;
