@@ -406,8 +406,8 @@ pub struct RunArgs {
     pub threads: Option<usize>,
 
     /// How pages are brought in
-    #[arg(long, value_enum, default_value_t = MethodArg::Readahead)]
-    pub method: MethodArg,
+    #[arg(long, default_value = "readahead", value_parser = method_parser())]
+    pub method: coldstart_prefetch::replay::Method,
 
     /// Finish the prefetch before starting the program
     #[arg(long)]
@@ -426,14 +426,13 @@ pub struct RunArgs {
     pub command: Vec<std::ffi::OsString>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MethodArg {
-    Readahead,
-    Fadvise,
-    Pread,
-    Populate,
-    WholeFile,
-    TouchWhole,
+/// The prefetch methods by their names, listed in --help.
+fn method_parser()
+-> impl clap::builder::TypedValueParser<Value = coldstart_prefetch::replay::Method> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    use coldstart_prefetch::replay::Method;
+    PossibleValuesParser::new(Method::ALL.map(Method::as_str))
+        .map(|name| Method::parse(&name).expect("a possible value names a method"))
 }
 
 const EVICT_LONG: &str = "\

@@ -2,7 +2,7 @@
 //! replays its plan. The program keeps coldstart's pid, streams, exit status
 //! and signals; nothing about the plan can keep it from starting.
 
-use crate::args::{MethodArg, RunArgs};
+use crate::args::RunArgs;
 use anyhow::Context;
 use coldstart_prefetch::launch::{self, Launch};
 use coldstart_prefetch::replay::{self, Method, ReplayOptions};
@@ -20,7 +20,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 .threads
                 .unwrap_or_else(replay::default_threads)
                 .clamp(1, 256),
-            method: method(args.method),
+            method: args.method,
         },
         wait: args.wait,
         verbose: args.verbose,
@@ -29,17 +29,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         &launch,
         &args.command,
     )))
-}
-
-fn method(arg: MethodArg) -> Method {
-    match arg {
-        MethodArg::Readahead => Method::Readahead,
-        MethodArg::Fadvise => Method::Fadvise,
-        MethodArg::Pread => Method::Pread,
-        MethodArg::Populate => Method::Populate,
-        MethodArg::WholeFile => Method::WholeFile,
-        MethodArg::TouchWhole => Method::TouchWhole,
-    }
 }
 
 fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
@@ -61,8 +50,8 @@ fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
     if let Some(threads) = args.threads {
         options.push_str(&format!(" --threads {threads}"));
     }
-    if args.method != MethodArg::Readahead {
-        options.push_str(&format!(" --method {}", method(args.method).as_str()));
+    if args.method != Method::Readahead {
+        options.push_str(&format!(" --method {}", args.method.as_str()));
     }
     let script = format!(
         "#!/bin/sh\n\
