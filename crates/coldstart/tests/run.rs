@@ -120,24 +120,42 @@ fn with_wait_the_planned_pages_are_resident_when_the_program_starts() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = disk_tempdir();
     let program = watcher(dir.path());
-    let data = cold_file(&dir.path().join("data"), 512);
-    let plan = dir.path().join("p.plan");
-    write_plan(&plan, vec![data.clone()], &[(0, 100, 64)]);
-    // pread waits for each read, so --wait leaves everything read.
-    let out = coldstart()
-        .args(["run", "--wait", "--method", "pread", "--plan"])
-        .arg(&plan)
-        .arg("--")
-        .arg(&program)
-        .args([&data.path, "100", "64"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "at start 64 of 64\n");
+    // coldstart run, and the small wrapper with its own argument parsing.
+    let launchers = [
+        (
+            env!("CARGO_BIN_EXE_coldstart"),
+            &["run", "--wait", "--method", "pread"][..],
+        ),
+        (
+            env!("CARGO_BIN_EXE_coldstart-run"),
+            &["--wait", "--method=pread", "--threads", "2"][..],
+        ),
+    ];
+    for (launcher, options) in launchers {
+        let data = cold_file(&dir.path().join("data"), 512);
+        let plan = dir.path().join("p.plan");
+        write_plan(&plan, vec![data.clone()], &[(0, 100, 64)]);
+        // pread waits for each read, so --wait leaves everything read.
+        let out = Command::new(launcher)
+            .args(options)
+            .arg("--plan")
+            .arg(&plan)
+            .arg("--")
+            .arg(&program)
+            .args([&data.path, "100", "64"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{launcher}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "at start 64 of 64\n",
+            "{launcher}"
+        );
+    }
 }
 
 #[test]
@@ -302,28 +320,12 @@ fn the_launcher_script_runs_the_program_through_the_plan() {
 }
 
 #[test]
-fn the_small_wrapper_does_what_coldstart_run_does() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+fn the_small_wrapper_passes_the_status_through_and_refuses_bad_usage() {
     let dir = disk_tempdir();
-    let program = watcher(dir.path());
-    let data = cold_file(&dir.path().join("data"), 512);
+    let data = cold_file(&dir.path().join("data"), 8);
     let plan = dir.path().join("p.plan");
-    write_plan(&plan, vec![data.clone()], &[(0, 100, 64)]);
+    write_plan(&plan, vec![data], &[(0, 0, 8)]);
     let wrapper = || Command::new(env!("CARGO_BIN_EXE_coldstart-run"));
-    let out = wrapper()
-        .args(["--wait", "--method=pread", "--threads", "2", "--plan"])
-        .arg(&plan)
-        .arg("--")
-        .arg(&program)
-        .args([&data.path, "100", "64"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "at start 64 of 64\n");
 
     let out = wrapper()
         .arg("--plan")
