@@ -58,7 +58,7 @@ pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
 }
 
 /// The plan at `path`, or why it cannot be used.
-pub fn load(path: &Path) -> Result<Plan, String> {
+fn load(path: &Path) -> Result<Plan, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the plan {}: {e}", path.display()))?;
     format::parse(&text, path).map_err(|e| e.to_string())
