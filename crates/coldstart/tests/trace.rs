@@ -9,39 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use coldstart_testkit::can_trace;
+
 const PAGE: u64 = 4096;
-
-fn skip(reason: &str) {
-    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("required check could not run (COLDSTART_REQUIRE_ROOT=1): {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
-
-/// Root and a tracefs with the filemap events, or a reason to skip.
-fn can_trace() -> bool {
-    // SAFETY: geteuid never fails.
-    if unsafe { libc::geteuid() } != 0 {
-        skip("coldstart trace needs root");
-        return false;
-    }
-    let events = [
-        "/sys/kernel/tracing/events/filemap",
-        "/sys/kernel/debug/tracing/events/filemap",
-    ];
-    if !events.iter().any(|p| Path::new(p).exists()) {
-        // coldstart mounts tracefs itself; only a kernel without it skips.
-        let mounted = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !mounted || !Path::new(events[0]).exists() {
-            skip("this kernel has no tracefs filemap events");
-            return false;
-        }
-    }
-    true
-}
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))

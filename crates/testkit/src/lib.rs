@@ -56,3 +56,37 @@ pub fn cold_file(path: &Path, pages: u64, page_size: u64) {
     let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     assert_eq!(rc, 0, "fadvise DONTNEED {}", path.display());
 }
+
+/// Says why a check could not run: `SKIPPED: reason` on stderr, or a panic
+/// when COLDSTART_REQUIRE_ROOT=1 (CI, where every check must run).
+pub fn skip(reason: &str) {
+    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!("required check could not run (COLDSTART_REQUIRE_ROOT=1): {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+}
+
+/// Root and a tracefs with the filemap events, or false after [`skip`].
+pub fn can_trace() -> bool {
+    // SAFETY: geteuid never fails.
+    if unsafe { libc::geteuid() } != 0 {
+        skip("coldstart trace needs root");
+        return false;
+    }
+    let events = [
+        "/sys/kernel/tracing/events/filemap",
+        "/sys/kernel/debug/tracing/events/filemap",
+    ];
+    if !events.iter().any(|p| Path::new(p).exists()) {
+        // coldstart mounts tracefs itself; only a kernel without it skips.
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted || !Path::new(events[0]).exists() {
+            skip("this kernel has no tracefs filemap events");
+            return false;
+        }
+    }
+    true
+}
