@@ -1,10 +1,15 @@
 //! coldstart's analyze room: metrics over a profile's runs. Per file, ELF
 //! section and symbol: bytes read into the page cache versus bytes startup
-//! touched, read requests and seeks; and the timeline charts draw.
+//! touched, read requests and seeks; the timeline charts draw; and the
+//! readahead model that predicts what another setting or layout would read.
 
 pub mod model;
 pub mod pages;
+pub mod readahead;
+pub mod relayout;
 pub mod run;
+pub mod simulate;
 
 pub use model::*;
 pub use run::{Options, analyze, files_used};
+pub use simulate::{SimulateOptions, SimulationReport, simulate};

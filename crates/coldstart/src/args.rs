@@ -62,6 +62,9 @@ pub enum Command {
     /// Start a program while prefetching its plan on background threads
     #[command(after_help = RUN_EXAMPLES, long_about = RUN_LONG)]
     Run(RunArgs),
+    /// Predict the pages a start reads under another readahead setting or layout
+    #[command(after_help = SIMULATE_EXAMPLES, long_about = SIMULATE_LONG)]
+    Simulate(SimulateArgs),
     /// Drop files from the page cache, or check how much of them is resident
     #[command(after_help = EVICT_EXAMPLES, long_about = EVICT_LONG)]
     Evict(EvictArgs),
@@ -304,6 +307,71 @@ pub struct ReportArgs {
     /// Write a timeline for ui.perfetto.dev (Chrome trace JSON)
     #[arg(long, value_name = "OUT.json")]
     pub perfetto: Option<PathBuf>,
+}
+
+const SIMULATE_LONG: &str = "\
+Predict what a traced start would read from disk under another read_ahead_kb, or with \
+a binary laid out by an order file, without running it again or relinking: the pages \
+one run touched are replayed in time order through a model of the kernel's readahead \
+(read-around of read_ahead_kb on a fault, forward windows on executable mappings, \
+asynchronous readahead marks, the mmap miss counter, fault-around). The best run to \
+replay is one traced with readahead off (`trace --read-ahead-kb 0`), whose faults are \
+exactly the pages the program demanded; it is chosen by default.
+
+With --against RUN the prediction is set next to what a run traced at that setting \
+measured, file by file, to check the model.";
+
+const SIMULATE_EXAMPLES: &str = "\
+Examples:
+  sudo coldstart trace --read-ahead-kb 0 -o ff.db -- firefox-esr ...
+  sudo coldstart trace --read-ahead-kb 128 -o ff.db -- firefox-esr ...
+  coldstart simulate ff.db --read-ahead-kb 8192
+  coldstart simulate ff.db --run 1 --against 2 --file '*libxul*'
+  coldstart simulate ff.db --binary libxul.so --order startup.order --read-ahead-kb 128";
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Profile database
+    #[arg(value_name = "PROFILE.db")]
+    pub profile: PathBuf,
+
+    /// Run to replay [default: the latest complete run traced with readahead off, else
+    /// the latest complete run]
+    #[arg(long, value_name = "N")]
+    pub run: Option<i64>,
+
+    /// Device read_ahead_kb to predict for [default: that of --against, else of the run]
+    #[arg(long, value_name = "KB")]
+    pub read_ahead_kb: Option<u64>,
+
+    /// fault_around_bytes in KiB [default: the run's]
+    #[arg(long, value_name = "KB")]
+    pub fault_around_kb: Option<u64>,
+
+    /// A run traced at the predicted setting: show what it measured next to the prediction
+    #[arg(long, value_name = "N")]
+    pub against: Option<i64>,
+
+    /// Only this binary (its path as traced, or a glob); with --order, the one laid out anew
+    #[arg(long, value_name = "BIN")]
+    pub binary: Option<String>,
+
+    /// Predict the layout this order file gives --binary (one symbol per line, as lld's
+    /// --symbol-ordering-file)
+    #[arg(long, value_name = "FILE", requires = "binary")]
+    pub order: Option<PathBuf>,
+
+    /// Print JSON
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+
+    /// Print Markdown tables
+    #[arg(long)]
+    pub markdown: bool,
+
+    /// Files to show: a number or "all"
+    #[arg(long, default_value = "15", value_name = "N|all", value_parser = parse_limit)]
+    pub top: Limit,
 }
 
 const PLAN_LONG: &str = "\

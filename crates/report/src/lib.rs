@@ -8,6 +8,7 @@ pub mod html;
 pub mod inspect;
 pub mod perfetto;
 pub mod run;
+pub mod simulate;
 pub mod table;
 
 pub use table::Style;

@@ -1,0 +1,585 @@
+//! Predicts what a traced start would read under other readahead settings
+//! or another layout: replays the pages one run touched, in time order,
+//! through the [readahead model](crate::readahead), file by file, and
+//! optionally sets the prediction next to what another run measured.
+//!
+//! The best source is a run traced with readahead off (`--read-ahead-kb
+//! 0`): its faults and reads are exactly the pages the program demanded,
+//! in the order it demanded them. Any other run works but its faults are
+//! shaped by its own readahead (pages fault-around mapped never fault), so
+//! the prediction says so.
+
+use crate::pages::{self, PageSet};
+use crate::readahead::{
+    Access, AccessKind, Decision, FileSimulation, KernelSettings, Mapping, Prediction,
+};
+use crate::relayout::Relayout;
+use crate::run::label;
+use coldstart_profile::{FileId, PageEventKind, Profile, Readahead, RunId};
+use globset::GlobMatcher;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+/// What to simulate.
+#[derive(Debug, Clone, Default)]
+pub struct SimulateOptions {
+    /// Run whose accesses are replayed; the latest complete run with
+    /// readahead off, else the latest complete run, when None.
+    pub run: Option<RunId>,
+    /// Device read_ahead_kb to predict for; the source run's when None.
+    pub read_ahead_kb: Option<u64>,
+    /// fault_around_bytes; the source run's (else 65536) when None.
+    pub fault_around_bytes: Option<u64>,
+    /// Only files whose path matches.
+    pub file: Option<GlobMatcher>,
+    /// A run traced with the predicted setting, to compare with.
+    pub against: Option<RunId>,
+    /// Layouts to predict instead of the current one, by file path.
+    pub relayouts: Vec<Relayout>,
+}
+
+/// The prediction for one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SimulationReport {
+    pub profile: String,
+    /// The run whose accesses were replayed.
+    pub source_run: RunId,
+    /// Its read_ahead_kb; 0 means its accesses are exactly the demanded pages.
+    pub source_read_ahead_kb: Option<u64>,
+    pub read_ahead_kb: u64,
+    pub fault_around_bytes: u64,
+    pub page_size: u64,
+    /// The run measured for comparison.
+    pub against_run: Option<RunId>,
+    pub files: Vec<FilePrediction>,
+    pub totals: SimulationTotals,
+    pub warnings: Vec<String>,
+}
+
+/// One file's prediction.
+#[derive(Debug, Clone, Serialize)]
+pub struct FilePrediction {
+    pub path: String,
+    /// Pages in the file.
+    pub pages: u64,
+    /// Pages known to be cached when the start began (read by other
+    /// processes, or touched but never read): such a file was not cold, and
+    /// what else was cached is unknown, so it is left out of the cold totals.
+    pub cached_at_start: u64,
+    /// Distinct pages the replayed accesses touched.
+    pub pages_touched: u64,
+    pub pages_read: u64,
+    pub read_requests: u64,
+    /// Accesses that missed the cache (major faults, reads that waited).
+    pub misses: u64,
+    /// Requests per readahead path.
+    pub requests_by_decision: BTreeMap<String, u64>,
+    /// True when the file was laid out anew from an order.
+    pub relaid: bool,
+    /// What the comparison run read of the same file.
+    pub measured: Option<Measured>,
+}
+
+/// Measured figures of the comparison run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Measured {
+    pub pages_read: u64,
+    pub read_requests: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SimulationTotals {
+    pub files: u64,
+    pub pages_touched: u64,
+    pub pages_read: u64,
+    pub read_requests: u64,
+    pub misses: u64,
+    pub measured_pages_read: Option<u64>,
+    pub measured_read_requests: Option<u64>,
+    /// Over the files that were cold at the start (no cached pages known).
+    pub cold: ColdTotals,
+}
+
+/// Totals over the files that were cold when the start began.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ColdTotals {
+    pub files: u64,
+    pub pages_read: u64,
+    pub measured_pages_read: Option<u64>,
+}
+
+/// Errors are the profile's, or a file that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    #[error(transparent)]
+    Profile(#[from] coldstart_profile::Error),
+    #[error("{0}")]
+    Input(String),
+}
+
+/// Replays a run through the readahead model.
+pub fn simulate(
+    profile: &Profile,
+    options: &SimulateOptions,
+) -> Result<SimulationReport, SimulateError> {
+    let source = match options.run {
+        Some(id) => profile.run(Some(id))?,
+        None => default_source(profile)?,
+    };
+    let page_size = source.start.page_size.max(1);
+    let mut warnings = Vec::new();
+    if source.start.read_ahead_kb != Some(0) {
+        warnings.push(format!(
+            "run {} was traced with read_ahead_kb {}: its faults are shaped by that readahead \
+             (pages fault-around mapped never fault), so predictions lean on it; trace once \
+             with --read-ahead-kb 0 for the pages the program really demands",
+            source.id,
+            source
+                .start
+                .read_ahead_kb
+                .map_or("unknown".to_string(), |kb| kb.to_string())
+        ));
+    }
+    let read_ahead_kb = match (options.read_ahead_kb, options.against) {
+        (Some(kb), _) => kb,
+        (None, Some(against)) => {
+            profile
+                .run(Some(against))?
+                .start
+                .read_ahead_kb
+                .ok_or_else(|| {
+                    SimulateError::Input(format!(
+                        "run {against} does not record its read_ahead_kb; give --read-ahead-kb"
+                    ))
+                })?
+        }
+        (None, None) => source.start.read_ahead_kb.ok_or_else(|| {
+            SimulateError::Input(format!(
+                "run {} does not record its read_ahead_kb; give --read-ahead-kb",
+                source.id
+            ))
+        })?,
+    };
+    let fault_around_bytes = options
+        .fault_around_bytes
+        .or(source.start.fault_around_bytes)
+        .unwrap_or(65536);
+    let settings = KernelSettings::new(read_ahead_kb, fault_around_bytes, page_size);
+
+    let streams = access_streams(profile, source.id)?;
+    // Pages other processes (coldstart itself, shared libraries it uses)
+    // had cached: the comparison run's when there is one, as its
+    // measurement started from that state.
+    let preloaded = cached_by_others(profile, options.against.unwrap_or(source.id))?;
+    let measured = match options.against {
+        Some(against) => {
+            let run = profile.run(Some(against))?;
+            if run
+                .start
+                .read_ahead_kb
+                .is_some_and(|kb| kb != read_ahead_kb)
+            {
+                warnings.push(format!(
+                    "run {against} was traced with read_ahead_kb {}, not the {read_ahead_kb} predicted for",
+                    run.start.read_ahead_kb.unwrap_or_default()
+                ));
+            }
+            Some(measured_reads(profile, against)?)
+        }
+        None => None,
+    };
+
+    let mut files = Vec::new();
+    let mut unreadable = Vec::new();
+    for stream in streams {
+        if let Some(glob) = &options.file
+            && !glob.is_match(&stream.path)
+        {
+            continue;
+        }
+        let Some(size) = stream.size else { continue };
+        let pages = size.div_ceil(page_size);
+        if pages == 0 {
+            continue;
+        }
+        let mappings = match mappings_of(Path::new(&stream.path), page_size) {
+            Ok(m) => m,
+            Err(reason) => {
+                unreadable.push(format!("{}: {reason}", stream.path));
+                Vec::new()
+            }
+        };
+        let relayout = options.relayouts.iter().find(|r| r.path == stream.path);
+        let mut sim = FileSimulation::new(settings, pages, &mappings);
+        let warm = preloaded
+            .get(&stream.path)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        for &(first, npages) in warm {
+            sim.preload(first, npages);
+        }
+        let cached_at_start = PageSet::from_ranges(warm.to_vec()).len();
+        match relayout {
+            Some(relayout) => {
+                for access in &stream.accesses {
+                    for page in relayout.pages_for(access.page, page_size) {
+                        sim.access(Access { page, ..*access });
+                    }
+                }
+            }
+            None => stream.accesses.iter().for_each(|a| sim.access(*a)),
+        }
+        let prediction = sim.finish();
+        files.push(file_report(
+            &stream.path,
+            pages,
+            cached_at_start,
+            &prediction,
+            relayout.is_some(),
+            measured.as_ref().map(|m| {
+                m.get(&stream.path).copied().unwrap_or(Measured {
+                    pages_read: 0,
+                    read_requests: 0,
+                })
+            }),
+        ));
+    }
+    for relayout in &options.relayouts {
+        if !files.iter().any(|f| f.path == relayout.path) {
+            return Err(SimulateError::Input(format!(
+                "run {} never touched {}: nothing to predict for its new layout",
+                source.id, relayout.path
+            )));
+        }
+    }
+    if !unreadable.is_empty() {
+        warnings.push(format!(
+            "{} ELF files could not be read, so each was taken as one read-only mapping \
+             (first: {})",
+            unreadable.len(),
+            unreadable[0]
+        ));
+    }
+    files.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
+    let totals = totals(&files, measured.is_some());
+    Ok(SimulationReport {
+        profile: profile.path().display().to_string(),
+        source_run: source.id,
+        source_read_ahead_kb: source.start.read_ahead_kb,
+        read_ahead_kb,
+        fault_around_bytes,
+        page_size,
+        against_run: options.against,
+        files,
+        totals,
+        warnings,
+    })
+}
+
+/// The latest complete run traced with readahead off, else the latest
+/// complete run.
+fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, SimulateError> {
+    let runs = profile.runs()?;
+    let complete = runs.iter().rev().filter(|r| r.complete);
+    let chosen = complete
+        .clone()
+        .find(|r| r.start.read_ahead_kb == Some(0))
+        .or_else(|| runs.iter().rev().find(|r| r.complete));
+    match chosen {
+        Some(run) => Ok(run.clone()),
+        None => Err(SimulateError::Input(format!(
+            "{} holds no complete run to replay",
+            profile.path().display()
+        ))),
+    }
+}
+
+/// One file's accesses by the traced tree, in time order.
+struct Stream {
+    path: String,
+    size: Option<u64>,
+    accesses: Vec<Access>,
+}
+
+fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, SimulateError> {
+    let processes = profile.processes(run)?;
+    let tree: HashMap<i32, i32> = processes
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| (p.pid, p.tgid.unwrap_or(p.pid)))
+        .collect();
+    // With readahead off, a page the tree read that no fault or read()
+    // demanded first was asked for explicitly (madvise, fadvise,
+    // readahead(2)); with readahead on, such pages are readahead's own.
+    let explicit_reads = profile.run(Some(run))?.start.read_ahead_kb == Some(0);
+    let files = profile.files(run)?;
+    let mut by_file: HashMap<FileId, (Vec<Access>, HashSet<u64>)> = HashMap::new();
+    for event in profile.page_events(run)? {
+        let Some(&process) = tree.get(&event.pid) else {
+            continue;
+        };
+        let (accesses, demanded) = by_file.entry(event.file_id).or_default();
+        let kind = match event.kind {
+            PageEventKind::Fault | PageEventKind::Touch => {
+                demanded.insert(event.page);
+                AccessKind::Fault
+            }
+            PageEventKind::Access => {
+                demanded.extend(event.page..event.page + event.npages);
+                AccessKind::Read {
+                    pages: event.npages,
+                }
+            }
+            PageEventKind::Read if explicit_reads && !demanded.contains(&event.page) => {
+                if let Some(Access {
+                    process: last_process,
+                    page,
+                    kind: AccessKind::Prefetch { pages },
+                }) = accesses.last_mut()
+                    && *last_process == process
+                    && *page + *pages == event.page
+                {
+                    *pages += event.npages;
+                    continue;
+                }
+                AccessKind::Prefetch {
+                    pages: event.npages,
+                }
+            }
+            _ => continue,
+        };
+        accesses.push(Access {
+            process,
+            page: event.page,
+            kind,
+        });
+    }
+    Ok(files
+        .iter()
+        .filter_map(|file| {
+            let (accesses, _) = by_file.remove(&file.id)?;
+            file.path.as_ref()?;
+            Some(Stream {
+                path: label(file),
+                size: file.size,
+                accesses,
+            })
+        })
+        .collect())
+}
+
+/// Pages that were in the page cache without the traced tree reading them
+/// during a run, by path: pages other processes read (coldstart itself,
+/// libraries it shares with the program), and pages the tree touched that
+/// never entered the cache while it ran, so were cached before it started.
+fn cached_by_others(
+    profile: &Profile,
+    run: RunId,
+) -> Result<HashMap<String, Vec<(u64, u64)>>, SimulateError> {
+    let processes = profile.processes(run)?;
+    let tree: HashSet<i32> = processes
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| p.pid)
+        .collect();
+    let paths: HashMap<FileId, String> = profile
+        .files(run)?
+        .iter()
+        .map(|f| (f.id, label(f)))
+        .collect();
+    let mut read: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
+    let mut touched: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
+    let mut out: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
+    for event in profile.page_events(run)? {
+        let in_tree = tree.contains(&event.pid);
+        match event.kind {
+            PageEventKind::Read if in_tree => read.entry(event.file_id).or_default(),
+            PageEventKind::Read => out.entry(event.file_id).or_default(),
+            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch if in_tree => {
+                touched.entry(event.file_id).or_default()
+            }
+            _ => continue,
+        }
+        .push((event.page, event.npages));
+    }
+    for (file, ranges) in touched {
+        let read = PageSet::from_ranges(read.remove(&file).unwrap_or_default());
+        let touched = PageSet::from_ranges(ranges);
+        let mut before = Vec::new();
+        for &(first, end) in touched.extents() {
+            for page in first..end {
+                if !read.extents().iter().any(|&(a, b)| (a..b).contains(&page)) {
+                    before.push((page, 1));
+                }
+            }
+        }
+        if !before.is_empty() {
+            out.entry(file).or_default().extend(before);
+        }
+    }
+    Ok(out
+        .into_iter()
+        .filter_map(|(file, ranges)| Some((paths.get(&file)?.clone(), ranges)))
+        .collect())
+}
+
+/// Pages each file's page cache took in during a run, by path, and the
+/// read requests that took (counted as `coldstart report` counts them).
+fn measured_reads(
+    profile: &Profile,
+    run: RunId,
+) -> Result<HashMap<String, Measured>, SimulateError> {
+    let processes = profile.processes(run)?;
+    let tree: HashSet<i32> = processes
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| p.pid)
+        .collect();
+    let files = profile.files(run)?;
+    let events = profile.page_events(run)?;
+    let readahead = profile.readahead(run)?;
+    let mut reads: HashMap<FileId, Vec<&coldstart_profile::PageEvent>> = HashMap::new();
+    for event in &events {
+        if event.kind == PageEventKind::Read && tree.contains(&event.pid) {
+            reads.entry(event.file_id).or_default().push(event);
+        }
+    }
+    let mut decisions: HashMap<FileId, Vec<&Readahead>> = HashMap::new();
+    for decision in &readahead {
+        decisions
+            .entry(decision.file_id)
+            .or_default()
+            .push(decision);
+    }
+    let mut out = HashMap::new();
+    for file in &files {
+        let Some(file_reads) = reads.get(&file.id) else {
+            continue;
+        };
+        let set = PageSet::from_ranges(file_reads.iter().map(|e| (e.page, e.npages)).collect());
+        let ra = decisions.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
+        out.insert(
+            label(file),
+            Measured {
+                pages_read: set.len(),
+                read_requests: pages::read_requests(file_reads, ra).len() as u64,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// The file's loadable segments as mappings, as ld.so maps them: one
+/// mapping per segment, from the segment's first page to its last.
+/// Files that are not ELF (data files, caches) have no segments: the
+/// caller treats them as one read-only mapping.
+pub fn mappings_of(path: &Path, page_size: u64) -> Result<Vec<Mapping>, String> {
+    let mut magic = [0u8; 4];
+    let is_elf = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF";
+    if !is_elf {
+        return Ok(Vec::new());
+    }
+    let options = coldstart_binary::InspectOptions { page_size };
+    let inspection = coldstart_binary::inspect_path(path, &options).map_err(|e| e.to_string())?;
+    let mut mappings: Vec<Mapping> = inspection
+        .segments
+        .iter()
+        .filter(|s| s.kind == "LOAD" && s.file_size > 0)
+        .map(|s| Mapping {
+            first: s.offset / page_size,
+            end: (s.offset + s.file_size).div_ceil(page_size),
+            exec: s.flags.contains('X'),
+            write: s.flags.contains('W'),
+            virtual_delta: (s.address / page_size) as i64 - (s.offset / page_size) as i64,
+        })
+        .collect();
+    mappings.sort_by_key(|m| m.first);
+    // Segments that share a page: the later mapping owns it from its start.
+    for i in 1..mappings.len() {
+        if mappings[i - 1].end > mappings[i].first {
+            mappings[i - 1].end = mappings[i].first;
+        }
+    }
+    mappings.retain(|m| m.end > m.first);
+    Ok(mappings)
+}
+
+fn file_report(
+    path: &str,
+    pages: u64,
+    cached_at_start: u64,
+    prediction: &Prediction,
+    relaid: bool,
+    measured: Option<Measured>,
+) -> FilePrediction {
+    let mut by_decision = BTreeMap::new();
+    for request in &prediction.requests {
+        *by_decision
+            .entry(decision_name(request.decision).to_string())
+            .or_insert(0) += 1;
+    }
+    FilePrediction {
+        path: path.to_string(),
+        pages,
+        cached_at_start,
+        pages_touched: prediction.pages_touched,
+        pages_read: prediction.pages_read,
+        read_requests: prediction.requests.len() as u64,
+        misses: prediction.misses,
+        requests_by_decision: by_decision,
+        relaid,
+        measured,
+    }
+}
+
+fn decision_name(decision: Decision) -> &'static str {
+    match decision {
+        Decision::ExecFault => "exec-fault",
+        Decision::AroundFault => "around-fault",
+        Decision::SinglePage => "single-page",
+        Decision::SyncRead => "sync-read",
+        Decision::Async => "async",
+        Decision::Explicit => "explicit",
+    }
+}
+
+fn totals(files: &[FilePrediction], measured: bool) -> SimulationTotals {
+    let mut totals = SimulationTotals {
+        files: files.len() as u64,
+        ..SimulationTotals::default()
+    };
+    for file in files {
+        totals.pages_touched += file.pages_touched;
+        totals.pages_read += file.pages_read;
+        totals.read_requests += file.read_requests;
+        totals.misses += file.misses;
+    }
+    let cold = files.iter().filter(|f| f.cached_at_start == 0);
+    totals.cold = ColdTotals {
+        files: cold.clone().count() as u64,
+        pages_read: cold.clone().map(|f| f.pages_read).sum(),
+        measured_pages_read: measured
+            .then(|| cold.filter_map(|f| f.measured).map(|m| m.pages_read).sum()),
+    };
+    if measured {
+        totals.measured_pages_read = Some(
+            files
+                .iter()
+                .filter_map(|f| f.measured)
+                .map(|m| m.pages_read)
+                .sum(),
+        );
+        totals.measured_read_requests = Some(
+            files
+                .iter()
+                .filter_map(|f| f.measured)
+                .map(|m| m.read_requests)
+                .sum(),
+        );
+    }
+    totals
+}
