@@ -76,6 +76,12 @@ pub struct RuntimeFiles {
 /// for the archive. An executable linking the archive must export the hooks
 /// (`-rdynamic`) when instrumented shared libraries should find them too.
 pub fn build_runtime(out_dir: &Path) -> Result<RuntimeFiles> {
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let ar = std::env::var_os("AR").unwrap_or_else(|| "ar".into());
+    build_with(out_dir, &cc, &ar)
+}
+
+fn build_with(out_dir: &Path, cc: &OsStr, ar: &OsStr) -> Result<RuntimeFiles> {
     std::fs::create_dir_all(out_dir).map_err(io_error(out_dir))?;
     let source = out_dir.join("coldstart_functions.c");
     let header = out_dir.join("coldstart_functions.h");
@@ -85,10 +91,8 @@ pub fn build_runtime(out_dir: &Path) -> Result<RuntimeFiles> {
     std::fs::write(&source, RUNTIME_SOURCE).map_err(io_error(&source))?;
     std::fs::write(&header, RUNTIME_HEADER).map_err(io_error(&header))?;
 
-    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-    let ar = std::env::var_os("AR").unwrap_or_else(|| "ar".into());
     let install_cc = "install a C compiler (Debian/Ubuntu: apt-get install gcc) or point CC at one";
-    let mut compile = Command::new(&cc);
+    let mut compile = Command::new(cc);
     compile
         .args(["-std=gnu11", "-O2", "-fPIC", "-pthread", "-c", "-I"])
         .arg(out_dir)
@@ -96,7 +100,7 @@ pub fn build_runtime(out_dir: &Path) -> Result<RuntimeFiles> {
         .arg("-o")
         .arg(&object);
     run_tool(&mut compile, install_cc)?;
-    let mut link = Command::new(&cc);
+    let mut link = Command::new(cc);
     link.args(["-shared", "-O2", "-fPIC", "-pthread", "-o"])
         .arg(&shared)
         .arg(&object);
@@ -108,7 +112,7 @@ pub fn build_runtime(out_dir: &Path) -> Result<RuntimeFiles> {
         }
         _ => {}
     }
-    let mut archive = Command::new(&ar);
+    let mut archive = Command::new(ar);
     archive.arg("rcs").arg(&static_lib).arg(&object);
     run_tool(
         &mut archive,
@@ -978,6 +982,25 @@ mod tests {
         );
         let err = error(&format!("{HEADER}end\t0\n/a\t1\t2\t0x10\t1\t5\t1\n"));
         assert!(err.contains(":3: text after the end line"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_build_tool_says_what_to_install() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = OsStr::new("/nonexistent/coldstart-test-cc");
+        let err = build_with(dir.path(), missing, OsStr::new("ar"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("was not found") && err.contains("apt-get install gcc"),
+            "{err}"
+        );
+        if Command::new("cc").arg("--version").output().is_ok() {
+            let err = build_with(dir.path(), OsStr::new("cc"), missing)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("apt-get install binutils"), "{err}");
+        }
     }
 
     #[test]
