@@ -263,9 +263,15 @@ LOCAL static struct slot *ready_table(void)
 
 LOCAL static inline uint64_t slot_of(uintptr_t address)
 {
-    /* Fibonacci hashing: functions sit at nearby, aligned addresses, and
-     * the multiply spreads them over the table's top bits. */
-    return ((uint64_t)address * 0x9e3779b97f4a7c15ull) >> (64 - bits);
+    /* Slots follow addresses, 8 bytes of code a slot, so functions that sit
+     * together share table pages: a program touches few pages of the table
+     * instead of one page fault per first call (examples/function_hook_cost
+     * measured 700 ns a first call with hashed slots, 190 with these). Each
+     * 4 MiB block of code starts at a hashed place, so modules loaded at
+     * aligned addresses do not all crowd the same slots. */
+    uint64_t block = (uint64_t)address >> 22;
+    uint64_t home = ((uint64_t)address >> 3) + ((block * 0x9e3779b97f4a7c15ull) >> 40);
+    return home & ((1ull << bits) - 1);
 }
 
 LOCAL static inline void record(uintptr_t address)

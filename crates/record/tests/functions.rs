@@ -449,3 +449,44 @@ fn an_instrumented_library_in_a_plain_program_maps_onto_its_plain_build() {
         assert_eq!(mapping.unnamed, 0);
     }
 }
+
+#[test]
+fn a_full_table_counts_the_calls_it_could_not_record() {
+    let Some(chains) = toolchains() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime(dir.path());
+    // More functions than the smallest table holds (1024 slots, filled to
+    // three quarters): main, then f0..f999, each called twice.
+    let mut c = String::from("static volatile int sink;\n");
+    for i in 0..1000 {
+        c += &format!("__attribute__((noinline)) void f{i}(void) {{ sink += {i}; }}\n");
+    }
+    c += "int main(void) {\n";
+    for i in 0..1000 {
+        c += &format!("f{i}(); f{i}();\n");
+    }
+    c += "return 0;\n}\n";
+    let source = dir.path().join("many.c");
+    std::fs::write(&source, c).unwrap();
+    let chain = &chains[0];
+    let exe = dir.path().join("many");
+    let mut args = vec!["-O1", s(&source), s(&rt.static_lib), "-pthread"];
+    args.extend(chain.flags);
+    compile(chain.cc, &args, &exe);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    run_ok(
+        Command::new(&exe)
+            .env("COLDSTART_FUNCTIONS_DIR", &out)
+            .env("COLDSTART_FUNCTIONS_CAPACITY", "1000"),
+    );
+    let dumps = read_dump_dir(&out).unwrap();
+    let dump = &dumps[0];
+    assert_eq!(dump.capacity, 768);
+    assert_eq!(dump.functions.len(), 768, "main and f0..f766");
+    // f767..f999 found no room, on each of their two calls.
+    assert_eq!(dump.dropped, (1000 - 767) * 2);
+    let trace = Symbolizer::new().symbolize(&dumps);
+    let last = trace.functions.last().unwrap().symbol.as_ref().unwrap();
+    assert_eq!((last.raw_name.as_str(), trace.dropped()), ("f766", 466));
+}
