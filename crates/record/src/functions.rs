@@ -299,29 +299,9 @@ pub fn parse_dump(path: &Path, text: &[u8]) -> Result<Dump> {
                 end = Some((number, count));
             }
             [module_path, dev, ino, offset, seq, t_ns, calls] => {
-                let function = (|| -> Result<(Module, RecordedFunction), String> {
-                    let module = Module {
-                        path: unescape_path(module_path)?,
-                        dev: number_field(dev, "device")?,
-                        ino: number_field(ino, "inode")?,
-                    };
-                    let first_seq = number_field(seq, "first call number")?;
-                    if first_seq == 0 {
-                        return Err("first call number 0 (they start at 1)".into());
-                    }
-                    let first_t_ns = i64::try_from(number_field(t_ns, "first call time")?)
-                        .map_err(|_| "first call time out of range".to_string())?;
-                    let recorded = RecordedFunction {
-                        module: 0,
-                        offset: hex_field(offset)?,
-                        first_seq,
-                        first_t_ns,
-                        calls: number_field(calls, "call count")?,
-                    };
-                    Ok((module, recorded))
-                })()
-                .map_err(|d| fail(number, d))?;
-                let (module, mut recorded) = function;
+                let (module, mut recorded) =
+                    parse_function([module_path, dev, ino, offset, seq, t_ns, calls])
+                        .map_err(|d| fail(number, d))?;
                 if let Some(earlier) = seq_lines.insert(recorded.first_seq, number) {
                     return Err(fail(
                         number,
@@ -368,6 +348,30 @@ pub fn parse_dump(path: &Path, text: &[u8]) -> Result<Dump> {
     // The runtime writes in hash-table order.
     dump.functions.sort_unstable_by_key(|f| f.first_seq);
     Ok(dump)
+}
+
+/// A function line's seven fields; the module index is left to the caller.
+fn parse_function(fields: [&[u8]; 7]) -> Result<(Module, RecordedFunction), String> {
+    let [module_path, dev, ino, offset, seq, t_ns, calls] = fields;
+    let module = Module {
+        path: unescape_path(module_path)?,
+        dev: number_field(dev, "device")?,
+        ino: number_field(ino, "inode")?,
+    };
+    let first_seq = number_field(seq, "first call number")?;
+    if first_seq == 0 {
+        return Err("first call number 0 (they start at 1)".into());
+    }
+    let first_t_ns = i64::try_from(number_field(t_ns, "first call time")?)
+        .map_err(|_| "first call time out of range".to_string())?;
+    let recorded = RecordedFunction {
+        module: 0,
+        offset: hex_field(offset)?,
+        first_seq,
+        first_t_ns,
+        calls: number_field(calls, "call count")?,
+    };
+    Ok((module, recorded))
 }
 
 /// `coldstart-functions VERSION key=value...`; unknown keys are skipped so
