@@ -279,6 +279,35 @@ impl Profile {
     /// appended after the run's earlier ones, in the batch's order (which
     /// should be time order).
     pub fn write(&mut self, run: RunId, batch: &Batch) -> Result<Vec<FileId>> {
+        self.with_references_checked_here(run, |p| p.write_unchecked(run, batch))
+    }
+
+    /// Writes the functions a run's processes called, in one transaction,
+    /// with the files they sit in. A file the run already has (same device
+    /// and inode, as the page trace adds them) keeps its row, and gains the
+    /// path, size, mtime or build-id it lacked; others get a new row. A
+    /// function names one of `files` by a negative id (as in [`Batch`]) or
+    /// a file of the run by its id. Returns the ids of `files`.
+    pub fn write_functions(
+        &mut self,
+        run: RunId,
+        files: &[NewFile],
+        functions: &[FunctionEvent],
+    ) -> Result<Vec<FileId>> {
+        self.with_references_checked_here(run, |p| {
+            p.write_functions_unchecked(run, files, functions)
+        })
+    }
+
+    /// Runs a bulk write with SQLite's foreign key checks off. Hundreds of
+    /// thousands of rows: SQLite's per-row lookups would double the cost,
+    /// so the writers check the references themselves (the run here, file
+    /// ids as they go, kinds by type).
+    fn with_references_checked_here<T>(
+        &mut self,
+        run: RunId,
+        write: impl FnOnce(&mut Profile) -> Result<T>,
+    ) -> Result<T> {
         let path = self.path.clone();
         let fail = |source| damaged(&path, source);
         let exists: bool = self
@@ -296,17 +325,14 @@ impl Profile {
                 hint: String::new(),
             });
         }
-        // Millions of page events: SQLite's per-row foreign key lookups
-        // would double the cost, so this writer checks the references itself
-        // (the run above, file ids below, kinds by type) with them off.
         self.conn
             .execute_batch("PRAGMA foreign_keys = OFF")
             .map_err(fail)?;
-        let written = self.write_unchecked(run, batch);
+        let written = write(self);
         let restored = self.conn.execute_batch("PRAGMA foreign_keys = ON");
-        let file_ids = written?;
+        let written = written?;
         restored.map_err(fail)?;
-        Ok(file_ids)
+        Ok(written)
     }
 
     fn write_unchecked(&mut self, run: RunId, batch: &Batch) -> Result<Vec<FileId>> {
@@ -314,16 +340,7 @@ impl Profile {
         let fail = |source| damaged(&path, source);
         let tx = self.conn.transaction().map_err(fail)?;
         let mut file_ids = Vec::with_capacity(batch.files.len());
-        let mut run_files: HashSet<FileId> = {
-            let mut select = tx
-                .prepare_cached("SELECT id FROM files WHERE run_id = ?1")
-                .map_err(fail)?;
-            select
-                .query_map([run], |row| row.get(0))
-                .map_err(fail)?
-                .collect::<rusqlite::Result<_>>()
-                .map_err(fail)?
-        };
+        let mut run_files = files_of_run(&tx, run).map_err(fail)?;
         let next_seq: i64 = tx
             .query_row(
                 "SELECT coalesce(max(seq) + 1, 0) FROM page_events WHERE run_id = ?1",
@@ -332,46 +349,11 @@ impl Profile {
             )
             .map_err(fail)?;
         {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO files (run_id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(fail)?;
             for file in &batch.files {
-                insert
-                    .execute(params![
-                        run,
-                        file.dev as i64,
-                        file.ino as i64,
-                        file.path,
-                        file.size.map(|v| v as i64),
-                        file.mtime_ns,
-                        file.build_id,
-                        file.opened_by_tree,
-                    ])
-                    .map_err(fail)?;
-                file_ids.push(tx.last_insert_rowid());
+                file_ids.push(insert_file(&tx, run, file).map_err(fail)?);
             }
             run_files.extend(&file_ids);
-            let resolve = |id: FileId| -> Result<FileId> {
-                // Negative ids refer to files of this batch by position.
-                let resolved = if id < 0 {
-                    file_ids.get((-id - 1) as usize).copied().unwrap_or(id)
-                } else {
-                    id
-                };
-                if run_files.contains(&resolved) {
-                    Ok(resolved)
-                } else {
-                    Err(Error::Invalid {
-                        path: path.clone(),
-                        detail: format!(
-                            "run {run}: an event names file id {id}, not a file of this run"
-                        ),
-                    })
-                }
-            };
+            let resolve = |id| resolve_file(&path, run, id, &file_ids, &run_files);
             let mut insert = tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO processes (run_id, pid, ppid, tgid, comm, exe, t_start_ns, t_end_ns, in_tree)
@@ -455,6 +437,103 @@ impl Profile {
                 insert
                     .execute(params![run, l.cpu, l.events as i64])
                     .map_err(fail)?;
+            }
+        }
+        tx.commit().map_err(fail)?;
+        Ok(file_ids)
+    }
+
+    fn write_functions_unchecked(
+        &mut self,
+        run: RunId,
+        files: &[NewFile],
+        functions: &[FunctionEvent],
+    ) -> Result<Vec<FileId>> {
+        let path = self.path.clone();
+        let fail = |source| damaged(&path, source);
+        let tx = self.conn.transaction().map_err(fail)?;
+        let mut run_files = files_of_run(&tx, run).map_err(fail)?;
+        let mut file_ids = Vec::with_capacity(files.len());
+        {
+            let mut existing = tx
+                .prepare_cached("SELECT id FROM files WHERE run_id = ?1 AND dev = ?2 AND ino = ?3")
+                .map_err(fail)?;
+            // Fill in only what the page trace could not learn.
+            let mut complete = tx
+                .prepare_cached(
+                    "UPDATE files SET path = coalesce(path, ?2), size = coalesce(size, ?3),
+                        mtime_ns = coalesce(mtime_ns, ?4), build_id = coalesce(build_id, ?5)
+                     WHERE id = ?1",
+                )
+                .map_err(fail)?;
+            for file in files {
+                let found: Option<FileId> = existing
+                    .query_row(params![run, file.dev as i64, file.ino as i64], |row| {
+                        row.get(0)
+                    })
+                    .optional()
+                    .map_err(fail)?;
+                let id = match found {
+                    Some(id) => {
+                        complete
+                            .execute(params![
+                                id,
+                                file.path,
+                                file.size.map(|v| v as i64),
+                                file.mtime_ns,
+                                file.build_id
+                            ])
+                            .map_err(fail)?;
+                        id
+                    }
+                    None => insert_file(&tx, run, file).map_err(fail)?,
+                };
+                file_ids.push(id);
+            }
+            run_files.extend(&file_ids);
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO functions (run_id, pid, first_seq, file_id, offset, size, symbol,
+                        first_t_ns, calls)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(fail)?;
+            // Typed binds, as for page events: a big program calls 10^5
+            // functions before it is ready.
+            insert.raw_bind_parameter(1, run).map_err(fail)?;
+            for f in functions {
+                let file_id = resolve_file(&path, run, f.file_id, &file_ids, &run_files)?;
+                insert.raw_bind_parameter(2, f.pid).map_err(fail)?;
+                insert
+                    .raw_bind_parameter(3, f.first_seq as i64)
+                    .map_err(fail)?;
+                insert.raw_bind_parameter(4, file_id).map_err(fail)?;
+                insert
+                    .raw_bind_parameter(5, f.offset as i64)
+                    .map_err(fail)?;
+                insert
+                    .raw_bind_parameter(6, f.size.map(|v| v as i64))
+                    .map_err(fail)?;
+                insert
+                    .raw_bind_parameter(7, f.symbol.as_deref())
+                    .map_err(fail)?;
+                insert.raw_bind_parameter(8, f.first_t_ns).map_err(fail)?;
+                insert.raw_bind_parameter(9, f.calls as i64).map_err(fail)?;
+                match insert.raw_execute() {
+                    Ok(_) => {}
+                    Err(rusqlite::Error::SqliteFailure(e, _))
+                        if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                    {
+                        return Err(Error::Invalid {
+                            path: path.clone(),
+                            detail: format!(
+                                "run {run}: process {} has two functions with first call number {}",
+                                f.pid, f.first_seq
+                            ),
+                        });
+                    }
+                    Err(source) => return Err(fail(source)),
+                }
             }
         }
         tx.commit().map_err(fail)?;
@@ -718,6 +797,28 @@ impl Profile {
         )
     }
 
+    /// The functions a run's processes called, by process, then in the
+    /// order of their first calls.
+    pub fn functions(&self, run: RunId) -> Result<Vec<FunctionEvent>> {
+        self.query(
+            "SELECT pid, first_seq, file_id, offset, size, symbol, first_t_ns, calls
+             FROM functions WHERE run_id = ?1 ORDER BY pid, first_seq",
+            run,
+            |row| {
+                Ok(FunctionEvent {
+                    pid: row.get(0)?,
+                    first_seq: row.get::<_, i64>(1)? as u64,
+                    file_id: row.get(2)?,
+                    offset: row.get::<_, i64>(3)? as u64,
+                    size: row.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+                    symbol: row.get(5)?,
+                    first_t_ns: row.get(6)?,
+                    calls: row.get::<_, i64>(7)? as u64,
+                })
+            },
+        )
+    }
+
     fn query<T>(
         &self,
         sql: &str,
@@ -803,6 +904,59 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         tool_version: row.get(17)?,
         complete: row.get(18)?,
     })
+}
+
+/// Ids of the files a run already has.
+fn files_of_run(conn: &Connection, run: RunId) -> rusqlite::Result<HashSet<FileId>> {
+    let mut select = conn.prepare_cached("SELECT id FROM files WHERE run_id = ?1")?;
+    select.query_map([run], |row| row.get(0))?.collect()
+}
+
+fn insert_file(conn: &Connection, run: RunId, file: &NewFile) -> rusqlite::Result<FileId> {
+    conn.prepare_cached(
+        "INSERT INTO files (run_id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        run,
+        file.dev as i64,
+        file.ino as i64,
+        file.path,
+        file.size.map(|v| v as i64),
+        file.mtime_ns,
+        file.build_id,
+        file.opened_by_tree,
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The file row an event names: a negative id is a file written along
+/// with it, by position (see [`Batch::batch_file_id`]); either way it must
+/// be a file of the run.
+fn resolve_file(
+    path: &Path,
+    run: RunId,
+    id: FileId,
+    written: &[FileId],
+    run_files: &HashSet<FileId>,
+) -> Result<FileId> {
+    let resolved = if id < 0 {
+        // -(id + 1) cannot overflow, even for i64::MIN.
+        usize::try_from(-(id + 1))
+            .ok()
+            .and_then(|index| written.get(index).copied())
+            .unwrap_or(id)
+    } else {
+        id
+    };
+    if run_files.contains(&resolved) {
+        Ok(resolved)
+    } else {
+        Err(Error::Invalid {
+            path: path.to_path_buf(),
+            detail: format!("run {run}: an event names file id {id}, not a file of this run"),
+        })
+    }
 }
 
 fn cannot_upgrade(path: &Path, found: i32, source: rusqlite::Error) -> Error {

@@ -292,3 +292,29 @@ pub struct LostEvents {
     pub cpu: u32,
     pub events: u64,
 }
+
+/// A function a process called during a run, as compiler instrumentation
+/// recorded it: where it sits in a file, when it was first called and how
+/// often it was entered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FunctionEvent {
+    /// The process (its tgid) whose instrumentation recorded the calls.
+    pub pid: i32,
+    /// Rank of the function's first call among all first calls of `pid`,
+    /// from 1; unique within the process.
+    pub first_seq: u64,
+    /// The file holding the function. When writing, a negative id names
+    /// one of the files written along with it, as in [`Batch`](crate::Batch).
+    pub file_id: FileId,
+    /// File offset of the function: its symbol's start when it is named,
+    /// else the address the instrumentation recorded, as a file offset.
+    pub offset: u64,
+    /// Bytes of the symbol; None when unnamed.
+    pub size: Option<u64>,
+    /// Raw (mangled) symbol name; None when no symbol covers the address.
+    pub symbol: Option<String>,
+    /// The first call, ns after the program was started.
+    pub first_t_ns: i64,
+    /// Entries counted until the process wrote its record.
+    pub calls: u64,
+}

@@ -8,9 +8,31 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
-pub const CREATE: &str = r#"
+/// The `functions` table, in both the new-profile schema and the 2 -> 3
+/// migration, so the two cannot drift apart.
+macro_rules! functions_table {
+    () => {
+        r#"
+CREATE TABLE functions (
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    pid        INTEGER NOT NULL,          -- process whose instrumentation recorded the calls
+    first_seq  INTEGER NOT NULL,          -- rank of the function's first call in that process, from 1
+    file_id    INTEGER NOT NULL,          -- files.id of the same run (checked by the writer)
+    offset     INTEGER NOT NULL,          -- file offset: the symbol's start, or the recorded address when unnamed
+    size       INTEGER,                   -- bytes of the symbol; NULL when unnamed
+    symbol     TEXT,                      -- raw (mangled) symbol name; NULL when no symbol covers the address
+    first_t_ns INTEGER NOT NULL,          -- first call, ns after the program was started
+    calls      INTEGER NOT NULL,          -- entries counted until the process dumped them
+    PRIMARY KEY (run_id, pid, first_seq)
+) WITHOUT ROWID;
+"#
+    };
+}
+
+pub const CREATE: &str = concat!(
+    r#"
 CREATE TABLE runs (
     id                 INTEGER PRIMARY KEY,
     argv               TEXT NOT NULL,     -- JSON array of strings
@@ -104,7 +126,9 @@ CREATE TABLE lost_events (
     events INTEGER NOT NULL,              -- dropped by the kernel buffer of this CPU
     PRIMARY KEY (run_id, cpu)
 ) WITHOUT ROWID;
-"#;
+"#,
+    functions_table!()
+);
 
 /// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
 pub const MIGRATIONS: &[&str] = &[
@@ -131,4 +155,6 @@ INSERT INTO page_events_v2
 DROP TABLE page_events;
 ALTER TABLE page_events_v2 RENAME TO page_events;
 "#,
+    // 2 -> 3: function-level traces from the instrumentation runtime.
+    functions_table!(),
 ];

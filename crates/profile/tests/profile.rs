@@ -279,19 +279,30 @@ fn ended() -> RunEnd {
     }
 }
 
+/// A new profile holding one complete run of [`batch`]; returns the run.
+fn one_complete_run(path: &Path) -> RunId {
+    let mut p = Profile::create_or_open(path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    p.write(run, &batch()).unwrap();
+    p.end_run(run, &ended()).unwrap();
+    run
+}
+
+fn user_version(path: &Path) -> i32 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
 #[test]
 fn a_schema_1_profile_is_upgraded_when_opened() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    let run = {
-        let mut p = Profile::create_or_open(&path).unwrap();
-        let run = p.begin_run(&start()).unwrap();
-        p.write(run, &batch()).unwrap();
-        p.end_run(run, &ended()).unwrap();
-        run
-    };
+    let run = one_complete_run(&path);
     // Put page_events back in schema 1's layout (no seq, rowid table with
-    // an index), rows stored newest first, as coldstart 0.1 could leave them.
+    // an index), rows stored newest first, as coldstart 0.1 could leave them,
+    // and without schema 3's functions table.
     Connection::open(&path)
         .unwrap()
         .execute_batch(
@@ -307,6 +318,7 @@ fn a_schema_1_profile_is_upgraded_when_opened() {
              DROP TABLE page_events;
              ALTER TABLE v1 RENAME TO page_events;
              CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
+             DROP TABLE functions;
              PRAGMA user_version = 1;
              COMMIT;",
         )
@@ -320,11 +332,7 @@ fn a_schema_1_profile_is_upgraded_when_opened() {
         "every event kept, in time order"
     );
     drop(profile);
-    let version: i32 = Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
     // And it takes new runs like any other profile.
     let mut p = Profile::create_or_open(&path).unwrap();
     let second = p.begin_run(&start()).unwrap();
@@ -376,6 +384,168 @@ fn writes_check_references_and_batches_append_in_order() {
         .unwrap();
     let left: i64 = conn
         .query_row("SELECT count(*) FROM page_events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+fn function(pid: i32, first_seq: u64, file_id: FileId, symbol: Option<&str>) -> FunctionEvent {
+    FunctionEvent {
+        pid,
+        first_seq,
+        file_id,
+        offset: 0x1000 + first_seq * 16,
+        size: symbol.map(|_| 16),
+        symbol: symbol.map(String::from),
+        first_t_ns: first_seq as i64 * 100 - 50,
+        calls: first_seq * 3,
+    }
+}
+
+#[test]
+fn functions_round_trip_and_share_the_page_trace_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let page_ids = p.write(run, &batch()).unwrap();
+
+    // libx.so is in the page trace already (same dev and inode, without a
+    // path this time); the instrumented helper is not.
+    let helper = NewFile {
+        dev: 65024,
+        ino: 77,
+        path: Some("/opt/app/helper".into()),
+        size: Some(4096),
+        mtime_ns: None,
+        build_id: None,
+        opened_by_tree: false,
+    };
+    let mut libx = batch().files[0].clone();
+    libx.path = None;
+    // The unresolved file of the page trace learns its path.
+    let mut unnamed = batch().files[1].clone();
+    unnamed.path = Some("/usr/lib/liby.so".into());
+    let functions = vec![
+        function(200, 2, Batch::batch_file_id(1), None),
+        function(200, 1, Batch::batch_file_id(0), Some("_Z4mainv")),
+        function(100, 1, page_ids[0], Some("init")),
+        function(100, 2, Batch::batch_file_id(2), Some("g")),
+    ];
+    let ids = p
+        .write_functions(run, &[libx, helper, unnamed], &functions)
+        .unwrap();
+    assert_eq!(ids[0], page_ids[0], "the page trace's row is reused");
+    assert_eq!(ids[2], page_ids[1]);
+    assert!(!page_ids.contains(&ids[1]), "a new row for a new file");
+    drop(p);
+
+    let p = Profile::open(&path).unwrap();
+    let files = p.files(run).unwrap();
+    assert_eq!(files.len(), 3);
+    assert_eq!(files[0].path.as_deref(), Some("/usr/lib/libx.so"), "kept");
+    assert_eq!(
+        files[1].path.as_deref(),
+        Some("/usr/lib/liby.so"),
+        "filled in"
+    );
+    assert_eq!(files[2].path.as_deref(), Some("/opt/app/helper"));
+    let read = p.functions(run).unwrap();
+    let mut expected = functions.clone();
+    expected[0].file_id = ids[1];
+    expected[1].file_id = ids[0];
+    expected[3].file_id = ids[2];
+    expected.sort_by_key(|f| (f.pid, f.first_seq));
+    assert_eq!(read, expected, "by process, then first-call order");
+}
+
+#[test]
+fn function_writes_check_files_and_first_call_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let other = p.begin_run(&start()).unwrap();
+    let other_ids = p.write(other, &batch()).unwrap();
+
+    let err = p
+        .write_functions(run, &[], &[function(1, 1, other_ids[0], None)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a file of this run"), "{err}");
+    let err = p
+        .write_functions(run, &[], &[function(1, 1, i64::MIN, None)])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a file of this run"), "{err}");
+
+    let files = batch().files;
+    let twice = [
+        function(7, 3, Batch::batch_file_id(0), None),
+        function(7, 3, Batch::batch_file_id(1), None),
+    ];
+    let err = p
+        .write_functions(run, &files, &twice)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("process 7") && err.contains("first call number 3"),
+        "{err}"
+    );
+    assert!(p.functions(run).unwrap().is_empty(), "nothing half-written");
+    assert!(p.files(run).unwrap().is_empty());
+
+    let err = p
+        .write_functions(other + 1, &files, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&format!("no run {}", other + 1)), "{err}");
+}
+
+#[test]
+fn a_big_program_s_functions_write_in_one_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let functions: Vec<FunctionEvent> = (1..=200_000)
+        .map(|seq| function(9, seq, Batch::batch_file_id(0), Some("f")))
+        .collect();
+    p.write_functions(run, &batch().files[..1], &functions)
+        .unwrap();
+    let read = p.functions(run).unwrap();
+    assert_eq!(read.len(), functions.len());
+    assert_eq!(read.last().map(|f| f.calls), Some(600_000));
+}
+
+#[test]
+fn a_schema_2_profile_gains_the_functions_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    let run = one_complete_run(&path);
+    // What coldstart wrote before function traces: no functions table.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("BEGIN; DROP TABLE functions; PRAGMA user_version = 2; COMMIT;")
+        .unwrap();
+
+    let p = Profile::open(&path).unwrap();
+    assert!(p.functions(run).unwrap().is_empty());
+    assert_eq!(p.page_events(run).unwrap().len(), 2, "page events kept");
+    drop(p);
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let ids: Vec<FileId> = p.files(run).unwrap().iter().map(|f| f.id).collect();
+    p.write_functions(run, &[], &[function(100, 1, ids[0], Some("main"))])
+        .unwrap();
+    assert_eq!(p.functions(run).unwrap()[0].symbol.as_deref(), Some("main"));
+    // Deleting the run deletes its functions too.
+    drop(p);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM runs;")
+        .unwrap();
+    let left: i64 = conn
+        .query_row("SELECT count(*) FROM functions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(left, 0);
 }
