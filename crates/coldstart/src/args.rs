@@ -62,6 +62,9 @@ pub enum Command {
     /// Start a program while prefetching its plan on background threads
     #[command(after_help = RUN_EXAMPLES, long_about = RUN_LONG)]
     Run(RunArgs),
+    /// Build the function-tracing runtime to link into an instrumented build
+    #[command(after_help = RUNTIME_EXAMPLES, long_about = RUNTIME_LONG)]
+    Runtime(RuntimeArgs),
     /// Predict the pages a start reads under another readahead setting or layout
     #[command(after_help = SIMULATE_EXAMPLES, long_about = SIMULATE_LONG)]
     Simulate(SimulateArgs),
@@ -203,6 +206,11 @@ pub struct TraceArgs {
     #[arg(long)]
     pub user_faults: bool,
 
+    /// Also record function first calls from a program built with coldstart's
+    /// instrumentation runtime (see `coldstart runtime`), for `coldstart order`
+    #[arg(long)]
+    pub functions: bool,
+
     /// Set every device's read_ahead_kb to this for the run, restored after. With 0
     /// the kernel reads only the pages the program demands, so pages read are pages
     /// touched: the exact input for a prefetch plan (affects all processes meanwhile)
@@ -307,6 +315,29 @@ pub struct ReportArgs {
     /// Write a timeline for ui.perfetto.dev (Chrome trace JSON)
     #[arg(long, value_name = "OUT.json")]
     pub perfetto: Option<PathBuf>,
+}
+
+const RUNTIME_LONG: &str = "\
+Build coldstart's function-tracing runtime into a directory: a static library, a shared \
+library and a header. Compile the program with gcc -finstrument-functions or clang \
+-finstrument-function-entry-bare, link the static library into the executable (or \
+LD_PRELOAD the shared one for instrumented shared libraries), then trace it with \
+`coldstart trace --functions`: the run records, per process, the order in which \
+functions were first called and how often, for `coldstart order`. The record format is \
+documented in docs/functions-format.md; a program can dump early by calling \
+coldstart_functions_dump() or on the signal named in COLDSTART_FUNCTIONS_SIGNAL.";
+
+const RUNTIME_EXAMPLES: &str = "\
+Examples:
+  coldstart runtime --out rt
+  g++ -O2 -finstrument-functions -c app.cpp && g++ app.o rt/libcoldstart_functions.a -o app-instrumented
+  sudo coldstart trace --functions -o app.db -- ./app-instrumented";
+
+#[derive(Debug, Args)]
+pub struct RuntimeArgs {
+    /// Directory to write the runtime to (created if missing)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 const SIMULATE_LONG: &str = "\

@@ -138,6 +138,8 @@ pub struct LaunchSpec {
     pub ready_file: Option<PathBuf>,
     pub timeout: Option<Duration>,
     pub forward: Forward,
+    /// Variables added to the program's environment.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// A started program.
@@ -192,6 +194,7 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     // The program runs in its own process group, so reading the terminal would
     // stop it with SIGTTIN until the timeout; it reads end-of-file instead.
     command.args(args).stdin(Stdio::null());
+    command.envs(spec.env.iter().map(|(k, v)| (k, v)));
     match spec.forward {
         // A ready line must still be seen, so output is read and dropped.
         Forward::Discard if spec.ready_regex.is_none() => {

@@ -109,6 +109,9 @@ pub struct TraceSummary {
     /// With `CacheMode::Warm`: how long the untraced warm-up run took, from
     /// launch to its end, measured the same way as the traced run.
     pub warmup_ns: Option<i64>,
+    /// CLOCK_MONOTONIC just before the program started: run times are
+    /// relative to it.
+    pub start_monotonic_ns: i64,
 }
 
 /// Traces one run of the program into `profile`.
@@ -328,6 +331,7 @@ pub fn trace(
         pages_read: assembled.pages_read,
         pages_read_by_tree: assembled.pages_read_by_tree,
         warmup_ns,
+        start_monotonic_ns: t0,
     };
     profile.write(run, &batch)?;
     profile.end_run(

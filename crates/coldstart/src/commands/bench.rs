@@ -75,6 +75,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             } else {
                 Forward::Discard
             },
+            env: Vec::new(),
         })
         .collect();
 

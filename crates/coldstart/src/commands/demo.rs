@@ -410,5 +410,6 @@ fn sample_launch(
         ready_file: None,
         timeout: Some(std::time::Duration::from_secs(60)),
         forward: Forward::Discard,
+        env: Vec::new(),
     })
 }

@@ -48,6 +48,20 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     if !existed && identity.switches() {
         give_to(&args.output, &identity);
     }
+    // The instrumented program writes its records here, as itself.
+    let functions_dir = if args.functions {
+        let dir = tempfile::Builder::new()
+            .prefix("coldstart-functions")
+            .tempdir()
+            .context("creating a directory for the function records")?;
+        if identity.switches() {
+            std::os::unix::fs::chown(dir.path(), Some(identity.uid), Some(identity.gid))
+                .with_context(|| format!("giving {} to the traced user", dir.path().display()))?;
+        }
+        Some(dir)
+    } else {
+        None
+    };
     let options = TraceOptions {
         launch: LaunchSpec {
             argv: args.command.clone(),
@@ -60,6 +74,15 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             } else {
                 Forward::Through
             },
+            env: functions_dir
+                .iter()
+                .map(|dir| {
+                    (
+                        "COLDSTART_FUNCTIONS_DIR".into(),
+                        dir.path().as_os_str().to_owned(),
+                    )
+                })
+                .collect(),
         },
         cache,
         evict,
@@ -124,6 +147,10 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     .with_context(|| format!("tracing {}", args.command.first().map(|c| c.to_string_lossy()).unwrap_or_default()));
     spinner.finish_and_clear();
     let summary = summary?;
+    let functions = match &functions_dir {
+        Some(dir) => Some(record_functions(&mut profile, &summary, dir.path())?),
+        None => None,
+    };
     if !existed && identity.switches() {
         give_to(&args.output, &identity);
     }
@@ -165,6 +192,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
                 bytes_touched: f.bytes_touched,
             })
             .collect(),
+        functions,
     };
     if args.json {
         output::print_json(&view)?;
@@ -175,6 +203,49 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         EndReason::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// Reads the function records the instrumented program left, names the
+/// functions from each binary's symbols and adds them to the run.
+fn record_functions(
+    profile: &mut Profile,
+    summary: &trace::TraceSummary,
+    dir: &Path,
+) -> anyhow::Result<FunctionsSummary> {
+    use coldstart_record::functions;
+    let dumps = functions::read_dump_dir(dir)?;
+    if dumps.is_empty() {
+        output::step(
+            "warning: --functions: the program wrote no function records; was it compiled with \
+             -finstrument-functions (gcc) or -finstrument-function-entry-bare (clang) and linked \
+             with coldstart's runtime (coldstart runtime --help)? Did it exit normally?",
+        );
+    }
+    let trace = functions::Symbolizer::new().symbolize(&dumps);
+    let rows = trace.profile_rows(summary.start_monotonic_ns);
+    profile.write_functions(summary.run, &rows.files, &rows.functions)?;
+    let unnamed: u64 = trace.modules.iter().map(|m| m.unnamed).sum();
+    let dropped = trace.dropped();
+    if dropped > 0 {
+        output::step(&format!(
+            "warning: --functions: the runtime's table was full and {dropped} calls went \
+             unrecorded; raise COLDSTART_FUNCTIONS_CAPACITY"
+        ));
+    }
+    Ok(FunctionsSummary {
+        processes: dumps.len(),
+        functions: rows.functions.len(),
+        unnamed,
+        dropped,
+    })
+}
+
+#[derive(Serialize)]
+struct FunctionsSummary {
+    processes: usize,
+    functions: usize,
+    unnamed: u64,
+    dropped: u64,
 }
 
 /// The files the program used in the latest run of `profile`.
@@ -220,6 +291,9 @@ struct Summary {
     events: usize,
     lost_events: u64,
     top_files: Vec<TopFile>,
+    /// With --functions: what the instrumentation recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    functions: Option<FunctionsSummary>,
 }
 
 #[derive(Serialize)]
@@ -255,6 +329,13 @@ fn render(s: &Summary) -> String {
         let _ = writeln!(out, "  killed by signal {signal}");
     }
     let _ = writeln!(out, "  processes        {}", s.processes);
+    if let Some(f) = &s.functions {
+        let _ = writeln!(
+            out,
+            "  functions        {} first calls from {} processes ({} unnamed, {} calls dropped)",
+            f.functions, f.processes, f.unnamed, f.dropped
+        );
+    }
     let _ = writeln!(
         out,
         "  files            {} ({} without a path, {} read only by other processes)",
