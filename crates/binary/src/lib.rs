@@ -20,7 +20,9 @@ pub use demangle::demangle;
 pub use error::{Error, Result};
 pub use file::MappedFile;
 pub use model::*;
-pub use offsets::{OffsetIndex, SectionSpan, SymbolCounts, SymbolKind, SymbolSource, SymbolSpan};
+pub use offsets::{
+    OffsetIndex, SectionSpan, SymbolBinding, SymbolCounts, SymbolKind, SymbolSource, SymbolSpan,
+};
 pub use pe::image_overlaps;
 
 use std::path::Path;

@@ -53,6 +53,24 @@ pub enum SymbolKind {
     Other,
 }
 
+/// Who can see a symbol by name, from its symbol table entry. Ordered by
+/// preference among aliases: a later variant names the same bytes better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SymbolBinding {
+    /// Only its own object file (ELF STB_LOCAL: C `static`, C++ anonymous
+    /// namespaces). Several objects may define the same local name.
+    Local,
+    /// ELF STB_WEAK: global, but another definition may take its place
+    /// (C++ inline functions and template instances).
+    Weak,
+    /// ELF STB_GNU_UNIQUE: global, and one definition per process even
+    /// across libraries loaded with RTLD_LOCAL.
+    Unique,
+    /// ELF STB_GLOBAL.
+    Global,
+}
+
 /// A run of file bytes that one symbol covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SymbolSpan {
@@ -66,6 +84,9 @@ pub struct SymbolSpan {
     /// when its end runs into zero-filled memory.
     pub size: u64,
     pub kind: SymbolKind,
+    /// Local, weak or global: a linker order file can only name a local
+    /// symbol ambiguously, and some linkers not at all.
+    pub binding: SymbolBinding,
     /// Index into [`OffsetIndex::sections`] of the section holding the
     /// first byte.
     pub section: Option<usize>,
@@ -107,13 +128,14 @@ impl Eq for NameCache {}
 impl Serialize for SymbolSpan {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut s = serializer.serialize_struct("SymbolSpan", 7)?;
+        let mut s = serializer.serialize_struct("SymbolSpan", 8)?;
         s.serialize_field("name", self.name())?;
         s.serialize_field("raw_name", &self.raw_name)?;
         s.serialize_field("address", &self.address)?;
         s.serialize_field("offset", &self.offset)?;
         s.serialize_field("size", &self.size)?;
         s.serialize_field("kind", &self.kind)?;
+        s.serialize_field("binding", &self.binding)?;
         s.serialize_field("section", &self.section)?;
         s.end()
     }
@@ -233,6 +255,7 @@ impl OffsetIndex {
                 offset: c.offset,
                 size: c.size,
                 kind: c.kind,
+                binding: c.binding,
                 section: index.section_at(c.offset),
                 demangled: NameCache::default(),
             })
@@ -317,7 +340,7 @@ pub(crate) struct Candidate<'data> {
     pub size: u64,
     pub kind: SymbolKind,
     /// Preference among aliases; higher wins (global over weak over local).
-    pub binding: u8,
+    pub binding: SymbolBinding,
 }
 
 /// Among equally bound aliases, `puts` reads better than `_IO_puts`.

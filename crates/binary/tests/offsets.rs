@@ -7,7 +7,7 @@
 
 mod common;
 
-use coldstart_binary::{OffsetIndex, SymbolKind, SymbolSource, SymbolSpan};
+use coldstart_binary::{OffsetIndex, SymbolBinding, SymbolKind, SymbolSource, SymbolSpan};
 use coldstart_sample::{BuildOptions, BuiltApp, Module, SampleSpec, build, generate};
 use common::fixture::{self, FUNC_A, FUNC_B, FUNC_C};
 use common::{ReadelfSegment, readelf};
@@ -228,6 +228,13 @@ fn assert_symbols_match_readelf(path: &Path, index: &OffsetIndex) {
             "{what}: kind of {}",
             sym.raw_name
         );
+        let binding = match row.bind.as_str() {
+            "GLOBAL" => SymbolBinding::Global,
+            "UNIQUE" => SymbolBinding::Unique,
+            "WEAK" => SymbolBinding::Weak,
+            _ => SymbolBinding::Local,
+        };
+        assert_eq!(sym.binding, binding, "{what}: binding of {}", sym.raw_name);
         let address = row.value;
         assert_eq!(sym.address, address, "{what}: address of {}", sym.raw_name);
         // The section header the symbol names is the section found for it.

@@ -8,7 +8,7 @@
 use super::{Elf, dynamic, malformed};
 use crate::error::Result;
 use crate::model::DEFAULT_PAGE_SIZE;
-use crate::offsets::{Candidate, Parts, SectionSpan, SymbolKind, SymbolSource};
+use crate::offsets::{Candidate, Parts, SectionSpan, SymbolBinding, SymbolKind, SymbolSource};
 use object::elf as e;
 use object::read::StringTable;
 use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, Sym};
@@ -243,10 +243,10 @@ fn candidates<'data, H: FileHeader<Endian = Endianness>>(
         };
         let name = sym.name(endian, strings).map_err(|err| elf.fail(err))?;
         let binding = match sym.st_bind() {
-            e::STB_GLOBAL => 3,
-            e::STB_GNU_UNIQUE => 2,
-            e::STB_WEAK => 1,
-            _ => 0,
+            e::STB_GLOBAL => SymbolBinding::Global,
+            e::STB_GNU_UNIQUE => SymbolBinding::Unique,
+            e::STB_WEAK => SymbolBinding::Weak,
+            _ => SymbolBinding::Local,
         };
         out.push(Candidate {
             name,
