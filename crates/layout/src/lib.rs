@@ -1,7 +1,8 @@
 //! coldstart's layout room: turns startup traces into a symbol order
 //! (`strategy`, `balanced`) and the order into the file a linker or BOLT
-//! reads (`emit`), with a report of what could not be ordered and why; and
-//! reads such files back (`read`) for the layout simulator.
+//! reads (`emit`), with a report of what could not be ordered and why,
+//! checked against the link's objects where given (`objects`); and reads
+//! such files back (`read`) for the layout simulator.
 
 mod balanced;
 pub mod emit;

@@ -59,13 +59,15 @@ pub fn read_order(text: &str) -> Vec<String> {
 
 /// Prefixes -ffunction-sections and -fdata-sections put before a symbol
 /// name, longest of each family first.
-const SECTION_PREFIXES: [&str; 11] = [
+const SECTION_PREFIXES: [&str; 13] = [
     ".text.unlikely.",
     ".text.startup.",
     ".text.hot.",
     ".text.",
     ".data.rel.ro.local.",
     ".data.rel.ro.",
+    ".data.rel.local.",
+    ".data.rel.",
     ".rodata.",
     ".data.",
     ".bss.",
@@ -184,8 +186,9 @@ mod tests {
     #[test]
     fn scripts_and_fragments() {
         let fragment = "/* c */\n.text : {\n  *(.text.hot.g .text.g)\n  *(.text.f)\n}\n\
-            .data : { *(.data.rel.ro.local.v .data.v) }\n";
-        assert_eq!(read_order(fragment), ["g", "f", "v"]);
+            .data : { *(.data.rel.ro.local.v .data.v) }\n\
+            .data : { *(.data.rel.local.w .data.rel.x .data.rel.ro.y) }\n";
+        assert_eq!(read_order(fragment), ["g", "f", "v", "w", "x", "y"]);
         let script = "SECTIONS {\n .text : {\n  /* *(.text.commented) */\n  *(.text.b)\n  \
             *(.text.unlikely .text.*_unlikely .text.unlikely.*)\n  *(.text.exit .text.exit.*)\n  \
             *(SORT(.text.sorted.*))\n  KEEP (*(SORT_NONE(.init)))\n  *(.text .stub .text.*)\n }\n}\n";

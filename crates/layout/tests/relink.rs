@@ -6,14 +6,14 @@
 
 mod common;
 
-use coldstart_binary::OffsetIndex;
+use coldstart_binary::{OffsetIndex, SymbolBinding};
 use coldstart_layout::{
     BfdTarget, EmitContext, EmitReport, Kind, Linker, ObjectIndex, Order, emit, read_order,
 };
 use coldstart_sample::{BuildOptions, BuiltApp, Compiler, Module, SampleSpec, build, generate};
 use common::{
-    assert_contiguous, code_symbols, path_with_llvm, run, section_address, skip, stderr, tool,
-    used_in_order,
+    assert_contiguous, code_symbols, nm_symbols, path_with_llvm, run, section_address,
+    section_range, skip, stderr, tool, used_in_order,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -24,13 +24,15 @@ use std::sync::OnceLock;
 const NOT_LINKED: &str = "_ZN9cs_sample13not_linked_inEv";
 
 struct Sample {
-    dir: tempfile::TempDir,
+    dir: PathBuf,
     app: BuiltApp,
     library_objects: Vec<PathBuf>,
     executable_objects: Vec<PathBuf>,
 }
 
-/// The sample app, built once for every test here; None without g++.
+/// The sample app, built once for every test here; None without g++. It
+/// lives in cargo's scratch directory for tests, not a temporary one: a
+/// static is never dropped, and the next run reuses the objects.
 fn sample() -> Option<&'static Sample> {
     static SAMPLE: OnceLock<Option<Sample>> = OnceLock::new();
     SAMPLE
@@ -38,7 +40,7 @@ fn sample() -> Option<&'static Sample> {
             if !Compiler::Gcc.is_installed() {
                 return None;
             }
-            let dir = tempfile::tempdir().expect("temp dir");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("layout-relink");
             let spec = SampleSpec {
                 seed: 7,
                 translation_units: 8,
@@ -46,11 +48,11 @@ fn sample() -> Option<&'static Sample> {
                 startup_share: 0.3,
                 library_share: 0.5,
             };
-            let src = dir.path().join("src");
+            let src = dir.join("src");
             generate(&spec, &src).expect("generate");
             let app = build(
                 &src,
-                &dir.path().join("build"),
+                &dir.join("build"),
                 &BuildOptions::default(),
                 &mut |_| {},
             )
@@ -95,23 +97,67 @@ fn sample_or_skip() -> Option<&'static Sample> {
     sample
 }
 
+/// What a relink must produce.
+struct Expected {
+    order: Order,
+    /// The functions, in order.
+    functions: Vec<String>,
+    /// Data objects by the output section they must lead, in order.
+    data: Vec<(&'static str, Vec<String>)>,
+}
+
+impl Expected {
+    /// Every name the order file must hold, in its order.
+    fn names(&self) -> Vec<String> {
+        let data = self
+            .data
+            .iter()
+            .flat_map(|(_, names)| names.iter().cloned());
+        self.functions.iter().cloned().chain(data).collect()
+    }
+}
+
 /// One trace: the module's startup functions in reverse call order, so
-/// the order differs from what the linker does by itself, then NOT_LINKED.
-/// Returns the order made from it and the names expected in the file.
-fn reversed_startup(sample: &Sample, module: Module, binary: &OffsetIndex) -> (Order, Vec<String>) {
-    let mut names: Vec<String> = sample
+/// the order differs from what the linker does by itself, then NOT_LINKED;
+/// with `data`, then the global objects of .rodata and .data, each in
+/// reverse address order.
+fn reversed_startup(sample: &Sample, module: Module, binary: &OffsetIndex, data: bool) -> Expected {
+    let mut functions: Vec<String> = sample
         .app
         .ground_truth
         .startup_functions()
         .filter(|f| f.module == module)
         .map(|f| f.symbol.clone())
         .collect();
-    names.reverse();
+    functions.reverse();
     assert!(
-        names.len() >= 10,
+        functions.len() >= 10,
         "too few startup functions to test: {}",
-        names.len()
+        functions.len()
     );
+    let objects_in = |section: &str| -> Vec<String> {
+        let mut names: Vec<String> = binary
+            .symbols()
+            .iter()
+            .filter(|s| {
+                s.kind == coldstart_binary::SymbolKind::Object
+                    && s.binding == SymbolBinding::Global
+                    && s.section.map(|i| binary.sections()[i].name.as_str()) == Some(section)
+            })
+            .map(|s| s.raw_name.clone())
+            .collect();
+        names.reverse();
+        assert!(names.len() >= 3, "too few objects in {section}: {names:?}");
+        names
+    };
+    let data = if data {
+        vec![
+            (".rodata", objects_in(".rodata")),
+            (".data", objects_in(".data")),
+        ]
+    } else {
+        Vec::new()
+    };
     let size_of = |name: &str| {
         binary
             .symbols()
@@ -119,14 +165,20 @@ fn reversed_startup(sample: &Sample, module: Module, binary: &OffsetIndex) -> (O
             .find(|s| s.raw_name == name)
             .map_or(0, |s| s.size)
     };
-    let made = used_in_order(
-        names
-            .iter()
-            .map(String::as_str)
-            .chain([NOT_LINKED])
-            .map(|name| (name, Kind::Function, size_of(name))),
-    );
-    (made, names)
+    let traced = functions
+        .iter()
+        .map(|name| (name.as_str(), Kind::Function))
+        .chain([(NOT_LINKED, Kind::Function)])
+        .chain(
+            data.iter()
+                .flat_map(|(_, names)| names.iter().map(|n| (n.as_str(), Kind::Data))),
+        );
+    let order = used_in_order(traced.map(|(name, kind)| (name, kind, size_of(name))));
+    Expected {
+        order,
+        functions,
+        data,
+    }
 }
 
 fn index(path: &Path) -> OffsetIndex {
@@ -173,7 +225,7 @@ fn relink_library(
 
 /// The sample's executable runs against `library` and reaches READY.
 fn assert_runs_with(sample: &Sample, library: &Path, what: &str) {
-    let dir = tempfile::tempdir_in(sample.dir.path()).expect("temp dir");
+    let dir = tempfile::tempdir_in(&sample.dir).expect("temp dir");
     let executable = dir.path().join("cssample");
     std::fs::copy(&sample.app.executable, &executable).expect("copy executable");
     std::fs::copy(library, dir.path().join("libcssample.so")).expect("copy library");
@@ -200,15 +252,15 @@ fn relink_and_check(
         return;
     };
     let original = index(&sample.app.library);
-    let (made, expected) = reversed_startup(sample, Module::Library, &original);
+    let expected = reversed_startup(sample, Module::Library, &original, true);
     let context = EmitContext {
         binary: Some(&original),
         objects,
         bfd,
     };
-    let emitted = emit(&made, linker, &context).expect("emits");
-    check_report(&emitted.report, &emitted.text, &expected);
-    let dir = tempfile::tempdir_in(sample.dir.path()).expect("temp dir");
+    let emitted = emit(&expected.order, linker, &context).expect("emits");
+    check_report(&emitted.report, &emitted.text, &expected.names());
+    let dir = tempfile::tempdir_in(&sample.dir).expect("temp dir");
     let file = dir.path().join("order.txt");
     std::fs::write(&file, &emitted.text).expect("write order");
     let out = dir.path().join("libcssample.so");
@@ -218,13 +270,27 @@ fn relink_and_check(
         !said.contains("warning") && !said.contains(".text."),
         "{what}: the link warned:\n{said}"
     );
+    let nm = Path::new("nm");
     let text_start = section_address(&out, ".text");
     assert_contiguous(
-        &code_symbols(Path::new("nm"), &out),
-        &expected,
+        &code_symbols(nm, &out),
+        &expected.functions,
         Some(text_start),
         what,
     );
+    // Data leads its output section's symbols. Not always its bytes: gold
+    // puts the strings and constants it merges (SHF_MERGE, no symbols)
+    // first, and no ordering file can move them.
+    for (section, names) in &expected.data {
+        let kinds = if *section == ".rodata" { "Rr" } else { "Dd" };
+        let (start, end) = section_range(&out, section);
+        let inside: Vec<(u64, String)> = nm_symbols(nm, &out, kinds)
+            .into_iter()
+            .filter(|(address, _)| (start..end).contains(address))
+            .collect();
+        let first = inside.first().map(|(address, _)| *address);
+        assert_contiguous(&inside, names, first, &format!("{what}, {section}"));
+    }
     assert_runs_with(sample, &out, what);
 }
 
@@ -251,7 +317,7 @@ fn lld_places_the_order_first_in_text() {
     // The control: lld does warn about a name it cannot find, so the check
     // above that it printed nothing is a real one.
     let Some(sample) = sample() else { return };
-    let dir = tempfile::tempdir_in(sample.dir.path()).expect("temp dir");
+    let dir = tempfile::tempdir_in(&sample.dir).expect("temp dir");
     let file = dir.path().join("order.txt");
     std::fs::write(&file, format!("{NOT_LINKED}\n")).expect("write");
     let output = relink_library(
@@ -338,7 +404,7 @@ fn bolt_moves_the_order_to_the_front_of_its_text() {
     let Some(sample) = sample_or_skip() else {
         return;
     };
-    let dir = tempfile::tempdir_in(sample.dir.path()).expect("temp dir");
+    let dir = tempfile::tempdir_in(&sample.dir).expect("temp dir");
     // BOLT moves functions only with the link's relocations kept (-q); the
     // executable sits next to the library so it runs as built.
     let linked = sample.app.build_dir.join("cssample-relocs");
@@ -350,13 +416,13 @@ fn bolt_moves_the_order_to_the_front_of_its_text() {
         .arg(&sample.app.library)
         .args(["-Wl,-rpath,$ORIGIN", "-Wl,-q"]));
     let original = index(&linked);
-    let (made, expected) = reversed_startup(sample, Module::Executable, &original);
+    let expected = reversed_startup(sample, Module::Executable, &original, false);
     let context = EmitContext {
         binary: Some(&original),
         ..EmitContext::default()
     };
-    let emitted = emit(&made, Linker::Bolt, &context).expect("emits");
-    check_report(&emitted.report, &emitted.text, &expected);
+    let emitted = emit(&expected.order, Linker::Bolt, &context).expect("emits");
+    check_report(&emitted.report, &emitted.text, &expected.functions);
     assert!(emitted.report.warnings.is_empty(), "{}", emitted.report);
 
     let file = dir.path().join("order.txt");
@@ -377,7 +443,7 @@ fn bolt_moves_the_order_to_the_front_of_its_text() {
     let text_start = section_address(&bolted, ".text");
     assert_contiguous(
         &code_symbols(Path::new("nm"), &bolted),
-        &expected,
+        &expected.functions,
         Some(text_start),
         "BOLT",
     );
@@ -391,7 +457,7 @@ fn bolt_moves_the_order_to_the_front_of_its_text() {
     // Without --emit-relocs, the emitter says BOLT cannot reorder.
     let plain = index(&sample.app.executable);
     let emitted = emit(
-        &made,
+        &expected.order,
         Linker::Bolt,
         &EmitContext {
             binary: Some(&plain),

@@ -173,6 +173,10 @@ pub(crate) fn write(symbols: &[Placed<'_>], order: &Order, target: &BfdTarget) -
                 None => unplaceable = Some(section.clone()),
             }
         }
+        // Every guess was for an output section the script lacks.
+        if by_output.is_empty() && unplaceable.is_none() {
+            unplaceable = symbol.sections.first().cloned();
+        }
         if let Some(section) = unplaceable {
             refused.push((
                 symbol.entry.raw_name.clone(),

@@ -4,6 +4,8 @@
 //! section exactly and keeps wildcards to one catch-all line per output
 //! section: without it, gold would put every unlisted section before the
 //! listed ones (they sort by position, and unlisted ones have none).
+//! Strings and constants gold merges (SHF_MERGE sections) are not input
+//! sections by then and stay first in .rodata whatever the file says.
 
 use super::sections::{OUTPUT_ORDER, Placed, output_section};
 use super::{Linker, header};

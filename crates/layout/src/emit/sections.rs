@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 pub(crate) const GUESS_WARNING: &str = "no objects given: input section names are guessed from \
      symbol names (.text.NAME and gcc's .text.hot., .text.unlikely. and .text.startup. variants; \
-     .rodata., .data.rel.ro., .data., .bss. and TLS for data); give the link's objects to use \
+     .rodata., .data.rel.ro., .data.rel., .data., .bss. and TLS for data); give the link's objects to use \
      their exact section names and to find code built without -ffunction-sections";
 
 /// A symbol with the input sections to list for it, none listed before.
@@ -104,10 +104,15 @@ fn guesses(entry: &OrderEntry, cold_bases: &HashSet<&str>) -> Vec<String> {
             }
             names
         }
+        // -fPIC puts data holding addresses in .data.rel.*: .local. when
+        // they point into the same module only, .ro. when read-only after
+        // relocation.
         Kind::Data => [
             ".rodata.",
             ".data.rel.ro.local.",
             ".data.rel.ro.",
+            ".data.rel.local.",
+            ".data.rel.",
             ".data.",
             ".bss.",
             ".tdata.",

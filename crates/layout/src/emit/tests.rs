@@ -85,7 +85,8 @@ fn gold_lists_section_names_and_a_catch_all_per_output_section() {
          .text.unlikely.helper\n\
          .text.hot._ZN12_GLOBAL__N_16hiddenEv\n.text._ZN12_GLOBAL__N_16hiddenEv\n\
          .text.startup._ZN12_GLOBAL__N_16hiddenEv\n.text.unlikely._ZN12_GLOBAL__N_16hiddenEv\n\
-         .rodata.table\n.data.rel.ro.local.table\n.data.rel.ro.table\n.data.table\n.bss.table\n\
+         .rodata.table\n.data.rel.ro.local.table\n.data.rel.ro.table\n.data.rel.local.table\n\
+         .data.rel.table\n.data.table\n.bss.table\n\
          .tdata.table\n.tbss.table\n\
          # every other section keeps its input order, after the ones above\n\
          .text*\n.rodata*\n.data*\n.bss*\n.tdata*\n.tbss*\n"
@@ -118,7 +119,7 @@ fn bfd_2_43_gets_a_section_ordering_fragment() {
          }\n\
          .rodata : {\n  *(.rodata.table)\n}\n\
          .data.rel.ro : {\n  *(.data.rel.ro.local.table .data.rel.ro.table)\n}\n\
-         .data : {\n  *(.data.table)\n}\n\
+         .data : {\n  *(.data.rel.local.table .data.rel.table .data.table)\n}\n\
          .bss : {\n  *(.bss.table)\n}\n\
          .tdata : {\n  *(.tdata.table)\n}\n\
          .tbss : {\n  *(.tbss.table)\n}\n"
@@ -168,13 +169,35 @@ fn older_bfd_gets_its_default_script_with_the_statements_first() {
             )
             .replacen(
                 ".data :\n  {",
-                &format!(".data :\n  {{{begin}    *(.data.v)\n{end}"),
+                &format!(".data :\n  {{{begin}    *(.data.rel.local.v .data.rel.v .data.v)\n{end}"),
                 1
             )
     );
     assert_eq!(emitted.text, expected);
     assert_eq!(emitted.report.usage, usage);
     assert_eq!(emitted.report.ordered, 3);
+
+    // A script with nothing but .text has no place for data.
+    let text_only = BfdTarget {
+        version: (2, 40),
+        default_script: Some("SECTIONS\n{\n  .text : { *(.text .text.*) }\n}\n".to_string()),
+    };
+    let context = EmitContext {
+        bfd: Some(&text_only),
+        ..EmitContext::default()
+    };
+    let emitted = emit(&order, Linker::Bfd, &context).expect("emits");
+    assert_eq!(
+        reasons(&emitted.report),
+        [(
+            "v",
+            &Reason::NoOutputSection {
+                section: ".rodata.v".to_string()
+            }
+        )]
+    );
+    assert!(!emitted.text.contains(".v"));
+    assert_eq!(emitted.report.ordered, 2);
 
     let no_script = BfdTarget {
         version: (2, 40),

@@ -81,11 +81,16 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Sized code symbols of a linked file by address, as `nm` prints them:
-/// the oracle for the order a link produced. Symbols without a size are
-/// markers (BOLT's `__hot_start`), not code. `nm` is GNU nm for ELF and
-/// llvm-nm for other formats.
+/// Sized code symbols of a linked file by address; see [`nm_symbols`].
 pub fn code_symbols(nm: &Path, file: &Path) -> Vec<(u64, String)> {
+    nm_symbols(nm, file, "TtWi")
+}
+
+/// Sized symbols of the nm types in `kinds` (say "Dd" for data) by
+/// address, as `nm` prints them: the oracle for the order a link produced.
+/// Symbols without a size are markers (BOLT's `__hot_start`), not code or
+/// data. `nm` is GNU nm for ELF and llvm-nm for other formats.
+pub fn nm_symbols(nm: &Path, file: &Path, kinds: &str) -> Vec<(u64, String)> {
     let output = run(Command::new(nm)
         .args(["-n", "-S", "--defined-only"])
         .arg(file));
@@ -97,7 +102,7 @@ pub fn code_symbols(nm: &Path, file: &Path) -> Vec<(u64, String)> {
                 return None;
             };
             let address = u64::from_str_radix(address, 16).ok()?;
-            "TtWi".contains(kind).then(|| (address, name.to_string()))
+            kinds.contains(kind).then(|| (address, name.to_string()))
         })
         .collect()
 }
@@ -136,14 +141,22 @@ pub fn assert_contiguous(
 
 /// Address of section `name` in an ELF file, by readelf.
 pub fn section_address(file: &Path, name: &str) -> u64 {
+    section_range(file, name).0
+}
+
+/// Start and end address of section `name` in an ELF file, by readelf.
+pub fn section_range(file: &Path, name: &str) -> (u64, u64) {
     let output = run(Command::new("readelf").args(["-W", "-S"]).arg(file));
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .find_map(|line| {
             let rest = line.trim_start().strip_prefix('[')?.split_once(']')?.1;
-            let mut fields = rest.split_whitespace();
-            (fields.next()? == name).then_some(())?;
-            u64::from_str_radix(fields.nth(1)?, 16).ok()
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // Name, type, address, offset, size.
+            (fields.first() == Some(&name)).then_some(())?;
+            let address = u64::from_str_radix(fields.get(2)?, 16).ok()?;
+            let size = u64::from_str_radix(fields.get(4)?, 16).ok()?;
+            Some((address, address + size))
         })
         .unwrap_or_else(|| panic!("{}: no section {name}", file.display()))
 }
