@@ -96,9 +96,12 @@ pub struct BuildOptions {
     pub pack_relative_relocs: bool,
     /// Added after the generator's own compile flags, for every unit.
     pub extra_cflags: Vec<String>,
-    /// Added at the end of both link commands, e.g.
-    /// `-Wl,--symbol-ordering-file=order.txt` or `-fuse-ld=gold`.
+    /// Added at the end of both link commands, e.g. `-fuse-ld=gold`.
     pub extra_ldflags: Vec<String>,
+    /// Added after those to the library's link only, e.g. its order file.
+    pub library_ldflags: Vec<String>,
+    /// Added after those to the executable's link only.
+    pub executable_ldflags: Vec<String>,
     /// Compilers run at once; 0 counts as 1.
     pub jobs: usize,
 }
@@ -112,6 +115,8 @@ impl Default for BuildOptions {
             pack_relative_relocs: false,
             extra_cflags: Vec::new(),
             extra_ldflags: Vec::new(),
+            library_ldflags: Vec::new(),
+            executable_ldflags: Vec::new(),
             jobs: thread::available_parallelism().map_or(1, NonZero::get),
         }
     }
@@ -236,6 +241,7 @@ pub fn build(
     ];
     arguments.extend(output_then_objects(&library, objects_of(Module::Library)));
     arguments.extend(link_flags.iter().cloned());
+    arguments.extend(options.library_ldflags.iter().cloned());
     let library_key = toolchain.link(
         &library,
         &arguments,
@@ -256,6 +262,7 @@ pub fn build(
         "-Wl,-rpath,$ORIGIN".to_string(),
     ]);
     arguments.extend(link_flags.iter().cloned());
+    arguments.extend(options.executable_ldflags.iter().cloned());
     toolchain.link(
         &executable,
         &arguments,
