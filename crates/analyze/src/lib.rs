@@ -9,6 +9,7 @@ pub mod readahead;
 pub mod relayout;
 pub mod run;
 pub mod simulate;
+pub mod startup;
 
 pub use model::*;
 pub use run::{Options, analyze, files_used};

@@ -62,6 +62,9 @@ pub enum Command {
     /// Start a program while prefetching its plan on background threads
     #[command(after_help = RUN_EXAMPLES, long_about = RUN_LONG)]
     Run(RunArgs),
+    /// Write a linker order file that makes startup's code and data contiguous
+    #[command(after_help = ORDER_EXAMPLES, long_about = ORDER_LONG)]
+    Order(OrderArgs),
     /// Build the function-tracing runtime to link into an instrumented build
     #[command(after_help = RUNTIME_EXAMPLES, long_about = RUNTIME_LONG)]
     Runtime(RuntimeArgs),
@@ -317,6 +320,89 @@ pub struct ReportArgs {
     pub perfetto: Option<PathBuf>,
 }
 
+const ORDER_LONG: &str = "\
+Write an order file for a linker (or BOLT) that places the functions and data a start \
+used next to each other, so a cold start reads a few contiguous stretches of the binary \
+instead of most of it. The traces come from the profile's runs:
+
+- function-level, when the runs were traced with --functions from a build instrumented \
+with coldstart's runtime (`coldstart runtime`): exact first-call order and call counts. \
+Names are looked up in --binary, the plain (uninstrumented) build you will relink, since \
+instrumentation changes code size and inlining.
+- page-level otherwise (programs that cannot be rebuilt): every symbol on a page startup \
+touched, by first touch. This is imprecise: a touched page makes all its symbols count, \
+so the order holds more than startup ran; trace with --read-ahead-kb 0 for exact pages.
+
+Diagnostics say which symbols cannot be ordered for the chosen linker and why, and how \
+much of startup's bytes the file covers. Give the objects of the link (--objects) to \
+check that each symbol has a section of its own (-ffunction-sections -fdata-sections).";
+
+const ORDER_EXAMPLES: &str = "\
+Examples:
+  sudo coldstart trace --functions -o app.db -- ./build-instrumented/app
+  coldstart order app.db --binary build/app --linker lld -o app.order
+  clang++ ... -fuse-ld=lld -Wl,--symbol-ordering-file=app.order
+  coldstart order ff.db --binary /usr/lib/firefox-esr/libxul.so --linker bolt -o xul.order
+  coldstart order app.db --binary build/app --linker bfd --strategy balanced -o app.ld   (then -T app.ld)";
+
+#[derive(Debug, Args)]
+pub struct OrderArgs {
+    /// Profile database
+    #[arg(value_name = "PROFILE.db")]
+    pub profile: PathBuf,
+
+    /// The binary to relink, as built without instrumentation
+    #[arg(long, value_name = "BIN")]
+    pub binary: PathBuf,
+
+    /// The tool the file is for
+    #[arg(long, value_parser = parse_linker)]
+    pub linker: coldstart_layout::Linker,
+
+    /// How to order
+    #[arg(long, default_value = "first-call", value_parser = parse_strategy)]
+    pub strategy: coldstart_layout::Strategy,
+
+    /// Where to write the order file ("-" for stdout)
+    #[arg(short, long, default_value = "-", value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Runs to take traces from [default: every complete run]
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    pub runs: Vec<i64>,
+
+    /// Which traced file holds --binary's code: for function traces, the instrumented
+    /// build's path (a glob) [default: the traced file with --binary's file name]
+    #[arg(long, value_name = "GLOB")]
+    pub module: Option<String>,
+
+    /// Use the page-level trace even when function traces exist
+    #[arg(long)]
+    pub pages: bool,
+
+    /// Objects and archives of the link, to check sections (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub objects: Vec<PathBuf>,
+
+    /// GNU ld to ask for its version and default script (--linker bfd)
+    #[arg(long, default_value = "ld", value_name = "LD")]
+    pub ld: PathBuf,
+
+    /// Print the diagnostics as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_linker(text: &str) -> Result<coldstart_layout::Linker, String> {
+    text.parse()
+        .map_err(|e: coldstart_layout::Error| e.to_string())
+}
+
+fn parse_strategy(text: &str) -> Result<coldstart_layout::Strategy, String> {
+    text.parse()
+        .map_err(|e: coldstart_layout::Error| e.to_string())
+}
+
 const RUNTIME_LONG: &str = "\
 Build coldstart's function-tracing runtime into a directory: a static library, a shared \
 library and a header. Compile the program with gcc -finstrument-functions or clang \
@@ -387,8 +473,8 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "BIN")]
     pub binary: Option<String>,
 
-    /// Predict the layout this order file gives --binary (one symbol per line, as lld's
-    /// --symbol-ordering-file)
+    /// Predict the layout this order file gives --binary (any file `coldstart order`
+    /// writes, or an lld, gold or BOLT order file)
     #[arg(long, value_name = "FILE", requires = "binary")]
     pub order: Option<PathBuf>,
 

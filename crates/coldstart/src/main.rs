@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         args::Command::Trace(a) => commands::trace::run(&a),
         args::Command::Runs(a) => commands::runs::run(&a),
         args::Command::Report(a) => commands::report::run(&a),
+        args::Command::Order(a) => commands::order::run(&a),
         args::Command::Runtime(a) => commands::runtime::run(&a),
         args::Command::Simulate(a) => commands::simulate::run(&a),
         args::Command::Evict(a) => commands::evict::run(&a),

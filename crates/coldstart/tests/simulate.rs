@@ -4,50 +4,40 @@
 //! the kernel really read in the others, for the app's own two binaries.
 
 use coldstart_sample::{BuildOptions, SampleSpec, build, generate};
-use coldstart_testkit::can_trace;
+use coldstart_testkit::{can_trace, run_ok};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
 }
 
-fn run(command: &mut Command) -> Output {
-    let output = command.output().expect("coldstart runs");
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
 fn trace(db: &Path, app: &coldstart_sample::BuiltApp, read_ahead_kb: &str) {
-    run(coldstart()
-        .args([
-            "trace",
-            "--json",
-            "--ready-regex",
-            "^READY$",
-            "--read-ahead-kb",
-            read_ahead_kb,
-        ])
-        .arg("--evict")
-        .arg(&app.executable)
-        .arg("--evict")
-        .arg(&app.library)
-        .arg("-o")
-        .arg(db)
-        .arg("--")
-        .arg(&app.executable));
+    run_ok(
+        coldstart()
+            .args([
+                "trace",
+                "--json",
+                "--ready-regex",
+                "^READY$",
+                "--read-ahead-kb",
+                read_ahead_kb,
+            ])
+            .arg("--evict")
+            .arg(&app.executable)
+            .arg("--evict")
+            .arg(&app.library)
+            .arg("-o")
+            .arg(db)
+            .arg("--")
+            .arg(&app.executable),
+    );
 }
 
 fn simulate(db: &Path, against: u32) -> Value {
-    let output = run(coldstart().arg("simulate").arg(db).args([
+    let output = run_ok(coldstart().arg("simulate").arg(db).args([
         "--run",
         "1",
         "--against",

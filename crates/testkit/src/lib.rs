@@ -90,3 +90,19 @@ pub fn can_trace() -> bool {
     }
     true
 }
+
+/// Runs a command to the end and panics, with its output, unless it
+/// succeeded.
+pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?} could not start: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}

@@ -3,8 +3,10 @@
 
 pub mod bench;
 pub mod demo;
+pub mod demo_order;
 pub mod evict;
 pub mod inspect;
+pub mod order;
 pub mod plan;
 pub mod report;
 pub mod run;

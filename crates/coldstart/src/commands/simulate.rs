@@ -32,7 +32,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         .transpose()?;
     let mut relayouts = Vec::new();
     if let (Some(order), Some(binary)) = (&args.order, &args.binary) {
-        let names = read_symbol_list(order)?;
+        let names = coldstart_layout::read_order_file(order)?;
         let traced = traced_path(&profile, args.run, file.as_ref(), binary)?;
         let index = OffsetIndex::from_path(traced.as_ref())
             .with_context(|| format!("reading the symbols of {traced}"))?;
@@ -115,16 +115,4 @@ fn traced_path(
             many.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
         ),
     }
-}
-
-/// An lld symbol ordering file: one name per line, `#` comments.
-fn read_symbol_list(path: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect())
 }

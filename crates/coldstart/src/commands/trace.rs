@@ -207,7 +207,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
 
 /// Reads the function records the instrumented program left, names the
 /// functions from each binary's symbols and adds them to the run.
-fn record_functions(
+pub(crate) fn record_functions(
     profile: &mut Profile,
     summary: &trace::TraceSummary,
     dir: &Path,
@@ -241,9 +241,9 @@ fn record_functions(
 }
 
 #[derive(Serialize)]
-struct FunctionsSummary {
+pub(crate) struct FunctionsSummary {
     processes: usize,
-    functions: usize,
+    pub functions: usize,
     unnamed: u64,
     dropped: u64,
 }

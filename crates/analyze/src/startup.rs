@@ -1,0 +1,111 @@
+//! The symbols a start used, from a page-level trace alone, for programs
+//! that cannot be rebuilt with instrumentation: every sized symbol on a
+//! page the traced tree touched, ranked by when its page was first
+//! touched.
+//!
+//! This is imprecise by construction: a page holds many functions and the
+//! trace cannot tell which of them ran, so a touched page makes all its
+//! symbols "used" (the report says how many bytes that is against the
+//! bytes of the touched pages), and symbols on one page share a rank,
+//! broken by file offset.
+
+use crate::run::label;
+use coldstart_binary::{OffsetIndex, SymbolKind};
+use coldstart_profile::{PageEventKind, Profile, RunId};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// A symbol on a touched page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TouchedSymbol {
+    pub raw_name: String,
+    pub kind: SymbolKind,
+    pub size: u64,
+    /// File offset in the traced binary.
+    pub offset: u64,
+    /// Rank of first use (0 first), by first touch of its first touched page.
+    pub first_rank: u64,
+    /// When its page was first touched, ns after the program started.
+    pub first_t_ns: i64,
+}
+
+/// One run's touched symbols of one binary.
+#[derive(Debug, Clone, Serialize)]
+pub struct TouchedSymbols {
+    pub run: RunId,
+    pub path: String,
+    /// Distinct pages of the file the tree touched.
+    pub pages_touched: u64,
+    pub symbols: Vec<TouchedSymbol>,
+}
+
+/// Pages of `path` the tree of `run` touched (faults, read(), user faults;
+/// with readahead off also pages read), in first-touch order, mapped to
+/// the symbols of `index`.
+pub fn touched_symbols(
+    profile: &Profile,
+    run: RunId,
+    path: &str,
+    index: &OffsetIndex,
+) -> Result<TouchedSymbols, coldstart_profile::Error> {
+    let info = profile.run(Some(run))?;
+    let page_size = info.start.page_size.max(1);
+    let demand_reads = info.start.read_ahead_kb == Some(0);
+    let tree: HashSet<i32> = profile
+        .processes(run)?
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| p.pid)
+        .collect();
+    let ids: HashSet<i64> = profile
+        .files(run)?
+        .iter()
+        .filter(|f| label(f) == path)
+        .map(|f| f.id)
+        .collect();
+    let mut seen_pages = HashSet::new();
+    let mut seen_symbols = HashSet::new();
+    let mut symbols = Vec::new();
+    for event in profile.page_events(run)? {
+        if !ids.contains(&event.file_id) || !tree.contains(&event.pid) {
+            continue;
+        }
+        let touch = match event.kind {
+            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => true,
+            PageEventKind::Read => demand_reads,
+            PageEventKind::Map | PageEventKind::Evict => false,
+        };
+        if !touch {
+            continue;
+        }
+        let npages = if event.kind == PageEventKind::Fault {
+            1
+        } else {
+            event.npages
+        };
+        for page in event.page..event.page + npages {
+            if !seen_pages.insert(page) {
+                continue;
+            }
+            let rank = seen_pages.len() as u64 - 1;
+            for symbol in index.symbols_in(page * page_size, (page + 1) * page_size) {
+                if seen_symbols.insert(symbol.offset) {
+                    symbols.push(TouchedSymbol {
+                        raw_name: symbol.raw_name.clone(),
+                        kind: symbol.kind,
+                        size: symbol.size,
+                        offset: symbol.offset,
+                        first_rank: rank,
+                        first_t_ns: event.t_ns,
+                    });
+                }
+            }
+        }
+    }
+    Ok(TouchedSymbols {
+        run,
+        path: path.to_string(),
+        pages_touched: seen_pages.len() as u64,
+        symbols,
+    })
+}

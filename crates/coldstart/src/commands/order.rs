@@ -1,0 +1,334 @@
+//! `coldstart order`: turn a profile's startup traces of one binary into an
+//! order file for a linker or BOLT, and say what could not be ordered.
+
+use crate::args::OrderArgs;
+use crate::output;
+use anyhow::{Context, bail};
+use coldstart_analyze::startup::touched_symbols;
+use coldstart_binary::{OffsetIndex, SymbolKind};
+use coldstart_layout::{
+    BalancedOptions, BfdTarget, EmitContext, Kind, Linker, ObjectIndex, OrderOptions, Trace,
+    TracedSymbol,
+};
+use coldstart_profile::{Profile, RunId};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Where the traces came from, for the report.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Source {
+    /// "functions" or "pages".
+    kind: &'static str,
+    runs: Vec<RunId>,
+    /// One per process (functions) or per run (pages).
+    traces: usize,
+    /// Traced names the binary does not have (inlined away in the plain
+    /// build, or from another module).
+    not_in_binary: u64,
+    /// Page-level: pages touched, and bytes of the symbols on them.
+    pages_touched: u64,
+}
+
+#[derive(Serialize)]
+struct OrderReport<'a> {
+    binary: String,
+    output: String,
+    source: Source,
+    strategy: &'static str,
+    emitted: &'a coldstart_layout::EmitReport,
+    warnings: Vec<String>,
+}
+
+pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
+    if args.json && args.output.as_os_str() == "-" {
+        bail!("--json prints the diagnostics to stdout; give the order file a path with -o");
+    }
+    let profile = Profile::open(&args.profile)?;
+    let index = OffsetIndex::from_path(&args.binary)
+        .with_context(|| format!("reading the symbols of {}", args.binary.display()))?;
+    let runs = select_runs(&profile, &args.runs)?;
+    let module = module_matcher(args)?;
+    let (traces, source) = traces(&profile, &runs, &index, &module, args.pages)?;
+    if traces.iter().all(|t| t.symbols.is_empty()) {
+        bail!(
+            "the runs {runs:?} of {} used no symbol of {}: was the binary traced (check \
+             `coldstart report --file`), and is --module right?",
+            args.profile.display(),
+            args.binary.display()
+        );
+    }
+    let order = coldstart_layout::order(
+        &traces,
+        &OrderOptions {
+            strategy: args.strategy,
+            balanced: BalancedOptions::default(),
+        },
+    )?;
+    let objects = if args.objects.is_empty() {
+        None
+    } else {
+        Some(ObjectIndex::from_paths(&args.objects)?)
+    };
+    let bfd = if args.linker == Linker::Bfd {
+        Some(BfdTarget::probe(&args.ld, bfd_mode(&args.binary)?)?)
+    } else {
+        None
+    };
+    let emitted = coldstart_layout::emit(
+        &order,
+        args.linker,
+        &EmitContext {
+            binary: Some(&index),
+            objects: objects.as_ref(),
+            bfd: bfd.as_ref(),
+        },
+    )?;
+    if args.output.as_os_str() == "-" {
+        output::print_text(&emitted.text)?;
+    } else {
+        std::fs::write(&args.output, &emitted.text)
+            .with_context(|| format!("writing {}", args.output.display()))?;
+    }
+    let mut warnings = order.warnings.clone();
+    if index.symbol_source() != coldstart_binary::SymbolSource::Symtab {
+        warnings.push(format!(
+            "{} has no full symbol table (stripped): only its exported symbols have names, so \
+             most of its code cannot be ordered; order a build with symbols",
+            args.binary.display()
+        ));
+    }
+    if source.kind == "pages" {
+        warnings.push(format!(
+            "ordered from page-level traces: every symbol on a touched page counts as used \
+             ({} pages touched), so the order holds more than startup ran; a build instrumented \
+             with `coldstart runtime` and traced with --functions gives the exact functions",
+            source.pages_touched
+        ));
+    }
+    let report = OrderReport {
+        binary: args.binary.display().to_string(),
+        output: args.output.display().to_string(),
+        source,
+        strategy: args.strategy.name(),
+        emitted: &emitted.report,
+        warnings,
+    };
+    if args.json {
+        output::print_json(&report)?;
+    } else {
+        eprint!("{}", render(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn select_runs(profile: &Profile, wanted: &[i64]) -> anyhow::Result<Vec<RunId>> {
+    if !wanted.is_empty() {
+        for &id in wanted {
+            profile.run(Some(id))?;
+        }
+        return Ok(wanted.to_vec());
+    }
+    let runs: Vec<RunId> = profile
+        .runs()?
+        .iter()
+        .filter(|r| r.complete)
+        .map(|r| r.id)
+        .collect();
+    if runs.is_empty() {
+        bail!("{} holds no complete run", profile.path().display());
+    }
+    Ok(runs)
+}
+
+/// Which traced files count as --binary: the --module glob, else any file
+/// with the binary's file name (an instrumented build lives elsewhere).
+fn module_matcher(args: &OrderArgs) -> anyhow::Result<globset::GlobMatcher> {
+    let pattern = match &args.module {
+        Some(glob) => glob.clone(),
+        None => {
+            let name = args
+                .binary
+                .file_name()
+                .with_context(|| format!("{} names no file", args.binary.display()))?;
+            format!("*/{}", globset::escape(&name.to_string_lossy()))
+        }
+    };
+    Ok(globset::GlobBuilder::new(&pattern)
+        .literal_separator(false)
+        .build()
+        .with_context(|| format!("--module {pattern:?} is not a valid glob"))?
+        .compile_matcher())
+}
+
+/// One trace per traced process from function records when the runs have
+/// them for the module (unless --pages), else one per run from its pages.
+pub(crate) fn traces(
+    profile: &Profile,
+    runs: &[RunId],
+    index: &OffsetIndex,
+    module: &globset::GlobMatcher,
+    pages_only: bool,
+) -> anyhow::Result<(Vec<Trace>, Source)> {
+    let symbols: HashMap<&str, (u64, Kind)> = index
+        .symbols()
+        .iter()
+        .map(|s| (s.raw_name.as_str(), (s.size, kind_of(s.kind))))
+        .collect();
+    let mut source = Source {
+        kind: "functions",
+        runs: runs.to_vec(),
+        traces: 0,
+        not_in_binary: 0,
+        pages_touched: 0,
+    };
+    let mut traces = Vec::new();
+    if !pages_only {
+        for &run in runs {
+            let files: HashMap<i64, String> = profile
+                .files(run)?
+                .into_iter()
+                .filter_map(|f| Some((f.id, f.path?)))
+                .filter(|(_, path)| module.is_match(path))
+                .collect();
+            let mut by_pid: BTreeMap<i32, Vec<TracedSymbol>> = BTreeMap::new();
+            for function in profile.functions(run)? {
+                if !files.contains_key(&function.file_id) {
+                    continue;
+                }
+                let Some(name) = function.symbol else {
+                    continue;
+                };
+                match symbols.get(name.as_str()) {
+                    Some(&(size, kind)) => {
+                        by_pid.entry(function.pid).or_default().push(TracedSymbol {
+                            raw_name: name,
+                            kind,
+                            first_seq: function.first_seq,
+                            calls: Some(function.calls),
+                            size,
+                        })
+                    }
+                    None => source.not_in_binary += 1,
+                }
+            }
+            traces.extend(by_pid.into_values().map(Trace::new));
+        }
+    }
+    if traces.is_empty() {
+        source.kind = "pages";
+        source.not_in_binary = 0;
+        for &run in runs {
+            let paths: Vec<String> = profile
+                .files(run)?
+                .into_iter()
+                .filter_map(|f| f.path)
+                .filter(|p| module.is_match(p))
+                .collect();
+            for path in paths {
+                let touched = touched_symbols(profile, run, &path, index)?;
+                source.pages_touched += touched.pages_touched;
+                let symbols: Vec<TracedSymbol> = touched
+                    .symbols
+                    .into_iter()
+                    .map(|s| TracedSymbol {
+                        raw_name: s.raw_name,
+                        kind: kind_of(s.kind),
+                        first_seq: s.first_rank,
+                        calls: None,
+                        size: s.size,
+                    })
+                    .collect();
+                if !symbols.is_empty() {
+                    traces.push(Trace::new(symbols));
+                }
+            }
+        }
+    }
+    source.traces = traces.len();
+    Ok((traces, source))
+}
+
+fn kind_of(kind: SymbolKind) -> Kind {
+    match kind {
+        SymbolKind::Object => Kind::Data,
+        SymbolKind::Function | SymbolKind::Other => Kind::Function,
+    }
+}
+
+/// The ld options that choose the default script GNU ld would use for
+/// this binary: a shared library, a PIE or a fixed-address executable.
+fn bfd_mode(binary: &Path) -> anyhow::Result<&'static [&'static str]> {
+    let inspection =
+        coldstart_binary::inspect_path(binary, &coldstart_binary::InspectOptions::default())?;
+    Ok(match inspection.header.kind {
+        coldstart_binary::Kind::SharedObject => &["-shared"],
+        coldstart_binary::Kind::Pie => &["-pie"],
+        _ => &[],
+    })
+}
+
+fn render(report: &OrderReport<'_>) -> String {
+    use std::fmt::Write as _;
+    let e = report.emitted;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "order for {} ({}, {} strategy, from {} {}-level traces of runs {:?})",
+        report.binary,
+        e.linker,
+        report.strategy,
+        report.source.traces,
+        if report.source.kind == "pages" {
+            "page"
+        } else {
+            "function"
+        },
+        report.source.runs,
+    );
+    let _ = writeln!(
+        out,
+        "  {} of {} symbols ordered: {} of startup's {} ({:.1}%)",
+        e.ordered,
+        e.symbols,
+        coldstart_binary::human_bytes(e.ordered_bytes),
+        coldstart_binary::human_bytes(e.traced_bytes),
+        e.coverage() * 100.0
+    );
+    if report.source.not_in_binary > 0 {
+        let _ = writeln!(
+            out,
+            "  {} traced functions are not in {} (inlined away in the plain build, or \
+             instrumentation-only) and are left out",
+            report.source.not_in_binary, report.binary
+        );
+    }
+    let mut reasons: BTreeMap<String, (usize, Vec<&str>)> = BTreeMap::new();
+    for unordered in &e.unordered {
+        let entry = reasons.entry(unordered.reason.to_string()).or_default();
+        entry.0 += 1;
+        if entry.1.len() < 3 {
+            entry.1.push(&unordered.raw_name);
+        }
+    }
+    for (reason, (count, examples)) in &reasons {
+        let _ = writeln!(
+            out,
+            "  not ordered ({count}): {reason} (e.g. {})",
+            examples.join(", ")
+        );
+    }
+    if !e.caveats.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {} symbols may not land where the order says (see --json for each)",
+            e.caveats.len()
+        );
+    }
+    for warning in e.warnings.iter().chain(&report.warnings) {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+    let _ = writeln!(out, "  use it: {}", e.usage.replace("FILE", &report.output));
+    out
+}
