@@ -36,8 +36,14 @@ struct DemoReport {
     /// The prefetch plan compiled from the traced run (root only).
     plan: Option<coldstart_prefetch::Plan>,
     /// Warm against cold (root) or selective-cold starts, and cold with the
-    /// plan, interleaved.
+    /// plan and relinked with the order files, interleaved.
     bench: Option<coldstart_bench::BenchResult>,
+    /// The order loop (root only): order files from the instrumented start,
+    /// the relinked app, and its start-up I/O before and after.
+    order: Option<crate::commands::demo_order::OrderLoop>,
+    order_skipped: Option<String>,
+    before: Option<crate::commands::demo_order::StartupIo>,
+    after: Option<crate::commands::demo_order::StartupIo>,
 }
 
 fn spec(args: &DemoArgs) -> anyhow::Result<SampleSpec> {
@@ -73,7 +79,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let truth = generate(&spec, &source_dir)
         .with_context(|| format!("generating the sample app in {}", source_dir.display()))?;
 
-    let options = BuildOptions {
+    let build_options = BuildOptions {
         compiler: match args.compiler {
             CompilerArg::Gcc => Compiler::Gcc,
             CompilerArg::Clang => Compiler::Clang,
@@ -87,7 +93,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let app = build(
         &source_dir,
         &build_dir,
-        &options,
+        &build_options,
         &mut |event| match event {
             BuildEvent::Planned { to_compile, .. } => bar.set_length(to_compile as u64),
             BuildEvent::Compiled { done, .. } => bar.set_position(done as u64),
@@ -125,11 +131,36 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         Ok(t) => Some(plan_from_trace(&t.profile, t.demand_run, &args.dir)?),
         Err(_) => None,
     };
+    let mut order = match &traced {
+        Ok(t) => Some(crate::commands::demo_order::order_loop(
+            &app,
+            &source_dir,
+            &args.dir,
+            &build_options,
+            &t.profile,
+            t.report.run.id,
+            t.demand_run,
+        )?),
+        Err(_) => None,
+    };
     let benched = bench_warm_cold(
         &app.executable,
         &app.library,
         plan.as_ref().map(|(path, _)| path.as_path()),
+        order.as_ref().map(|o| &o.ordered_app),
     )?;
+    if let Some(order) = &mut order {
+        let median = |name: &str| {
+            benched
+                .variants
+                .iter()
+                .find(|v| v.name == name)
+                .and_then(|v| v.wall_ms.as_ref())
+                .map(|s| s.median)
+        };
+        order.before.cold_ms = median(COLD_VARIANT);
+        order.after.cold_ms = median(ORDERED_VARIANT);
+    }
     if args.json {
         output::print_json(&DemoReport {
             spec,
@@ -148,6 +179,13 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             html: traced.as_ref().ok().map(|t| t.html.clone()),
             plan: plan.map(|(_, plan)| plan),
             bench: Some(benched),
+            before: order.as_ref().map(|o| o.before),
+            after: order.as_ref().map(|o| o.after),
+            order_skipped: order
+                .is_none()
+                .then(|| traced.as_ref().err().cloned())
+                .flatten(),
+            order,
         })?;
     } else {
         let mut text = String::new();
@@ -185,6 +223,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         }
         if let Some((path, _)) = &plan {
             text.push_str(&format!("\nPrefetch plan: {}\n", path.display()));
+        }
+        if let Some(order) = &order {
+            text.push_str(&crate::commands::demo_order::render(order));
         }
         text.push_str("\nStartup time, warm against cold (coldstart bench):\n");
         text.push_str(&coldstart_report::bench::render(
@@ -284,10 +325,15 @@ fn trace_cold_start(
 /// Times the sample app warm against cold, interleaved: cold drops the whole
 /// page cache (root); without root, selective-cold evicts the app's own two
 /// files, which any user may do.
+/// Bench variant names the demo reads its before/after times from.
+const COLD_VARIANT: &str = "sample app (cold)";
+const ORDERED_VARIANT: &str = "sample app relinked with its order (cold)";
+
 fn bench_warm_cold(
     executable: &std::path::Path,
     library: &std::path::Path,
     plan: Option<&std::path::Path>,
+    ordered: Option<&coldstart_sample::BuiltApp>,
 ) -> anyhow::Result<coldstart_bench::BenchResult> {
     use coldstart_bench::{Environment, Options, Variant};
     use coldstart_profile::CacheMode;
@@ -328,6 +374,20 @@ fn bench_warm_cold(
             cache: cold,
         });
     }
+    let mut evict = vec![executable.to_path_buf(), library.to_path_buf()];
+    if let Some(app) = ordered {
+        commands.push(sample_launch(&app.executable)?);
+        variants.push(Variant {
+            name: if cold == CacheMode::Cold {
+                ORDERED_VARIANT.to_string()
+            } else {
+                format!("sample app relinked with its order ({})", cold.as_str())
+            },
+            command: commands.len() - 1,
+            cache: cold,
+        });
+        evict.extend([app.executable.clone(), app.library.clone()]);
+    }
     step(&format!(
         "timing its start warm against {}{} ({RUNS} interleaved runs each)",
         cold.as_str(),
@@ -347,7 +407,7 @@ fn bench_warm_cold(
         variants,
         runs: RUNS,
         warmup: 1,
-        evict: vec![executable.to_path_buf(), library.to_path_buf()],
+        evict,
         grace: std::time::Duration::from_millis(500),
     };
     let interrupted = std::sync::atomic::AtomicBool::new(false);
@@ -398,7 +458,7 @@ fn plan_from_trace(
 }
 
 /// The sample app started as the invoking user, ready when it prints READY.
-fn sample_launch(
+pub(crate) fn sample_launch(
     executable: &std::path::Path,
 ) -> anyhow::Result<coldstart_record::launch::LaunchSpec> {
     use coldstart_record::launch::{Forward, Identity, LaunchSpec};

@@ -1,0 +1,370 @@
+//! The order stage of `coldstart demo`: build the sample app instrumented
+//! with coldstart's runtime, record which functions its start calls, write
+//! an order file per binary, relink the plain objects with it, and trace
+//! the relinked app to measure what the new layout saves.
+
+use crate::commands::order::traces;
+use crate::output::step;
+use anyhow::Context;
+use coldstart_binary::OffsetIndex;
+use coldstart_layout::{BalancedOptions, EmitContext, Linker, OrderOptions, Strategy};
+use coldstart_profile::{CacheMode, PageEventKind, Profile, RunId};
+use coldstart_record::trace::{TraceOptions, trace};
+use coldstart_sample::{BuildOptions, BuiltApp, build};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// Start-up I/O of the app's two binaries.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct StartupIo {
+    /// Pages of executable sections the start touched (readahead off).
+    pub text_pages_touched: u64,
+    /// Read requests at the device's readahead setting.
+    pub read_requests: u64,
+    pub bytes_read: u64,
+    /// Median cold start from the interleaved bench, filled in later.
+    pub cold_ms: Option<f64>,
+}
+
+/// The order stage's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrderLoop {
+    pub linker: Linker,
+    pub strategy: &'static str,
+    pub order_files: Vec<PathBuf>,
+    /// Functions the instrumented start called (all processes).
+    pub functions_recorded: usize,
+    /// Functions placed by the order files, and their bytes.
+    pub ordered: usize,
+    pub ordered_bytes: u64,
+    #[serde(skip)]
+    pub ordered_app: BuiltApp,
+    pub ordered_executable: PathBuf,
+    pub ordered_library: PathBuf,
+    /// Shown at the top of the demo's JSON.
+    #[serde(skip)]
+    pub before: StartupIo,
+    #[serde(skip)]
+    pub after: StartupIo,
+}
+
+/// The before/after table.
+pub fn render(order: &OrderLoop) -> String {
+    use coldstart_report::table::{Table, human_bytes, thousands};
+    let mut table = Table::new(&["", ">before", ">after", ">change"]);
+    let change = |before: f64, after: f64| {
+        if before == 0.0 {
+            "-".to_string()
+        } else {
+            format!("{:+.1}%", (after - before) / before * 100.0)
+        }
+    };
+    let (b, a) = (&order.before, &order.after);
+    table.row(vec![
+        "text pages touched".into(),
+        thousands(b.text_pages_touched),
+        thousands(a.text_pages_touched),
+        change(b.text_pages_touched as f64, a.text_pages_touched as f64),
+    ]);
+    table.row(vec![
+        "read requests".into(),
+        thousands(b.read_requests),
+        thousands(a.read_requests),
+        change(b.read_requests as f64, a.read_requests as f64),
+    ]);
+    table.row(vec![
+        "bytes read".into(),
+        human_bytes(b.bytes_read),
+        human_bytes(a.bytes_read),
+        change(b.bytes_read as f64, a.bytes_read as f64),
+    ]);
+    if let (Some(before), Some(after)) = (b.cold_ms, a.cold_ms) {
+        table.row(vec![
+            "cold start (median)".into(),
+            format!("{before:.1} ms"),
+            format!("{after:.1} ms"),
+            change(before, after),
+        ]);
+    }
+    format!(
+        "\nRelinked with {} order files ({} strategy, {} functions, {} KiB placed first; {}):\n{}",
+        order.linker,
+        order.strategy,
+        order.ordered,
+        order.ordered_bytes / 1024,
+        order
+            .order_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        table.render(coldstart_report::Style::Plain, "  ")
+    )
+}
+
+/// The linker to relink with, and the flags that select it: lld when
+/// found (on PATH or in an LLVM install), else gold.
+fn linker() -> (Linker, Vec<String>) {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("ld.lld").exists()));
+    if on_path {
+        return (Linker::Lld, vec!["-fuse-ld=lld".into()]);
+    }
+    for version in (14..=21).rev() {
+        let dir = format!("/usr/lib/llvm-{version}/bin");
+        if Path::new(&dir).join("ld.lld").exists() {
+            return (Linker::Lld, vec![format!("-B{dir}"), "-fuse-ld=lld".into()]);
+        }
+    }
+    (Linker::Gold, vec!["-fuse-ld=gold".into()])
+}
+
+/// Runs the loop; `before` comes from the demo's own traces of the plain
+/// build (`default_run` at the device's readahead, `demand_run` with
+/// readahead off, both in `profile_path`).
+pub fn order_loop(
+    plain: &BuiltApp,
+    source_dir: &Path,
+    dir: &Path,
+    options: &BuildOptions,
+    profile_path: &Path,
+    default_run: RunId,
+    demand_run: RunId,
+) -> anyhow::Result<OrderLoop> {
+    let runtime = coldstart_record::functions::build_runtime(&dir.join("runtime"))?;
+    step("building the app again instrumented (-finstrument-functions) to record its calls");
+    let instrumented = build(
+        source_dir,
+        &dir.join("build-instrumented"),
+        &BuildOptions {
+            extra_cflags: vec!["-finstrument-functions".into()],
+            executable_ldflags: vec![runtime.static_lib.display().to_string()],
+            ..options.clone()
+        },
+        &mut |_| {},
+    )
+    .context("building the instrumented sample app")?;
+
+    let functions_db = dir.join("functions.db");
+    let _ = std::fs::remove_file(&functions_db);
+    let mut profile = Profile::create_or_open(&functions_db)?;
+    let records = tempfile::Builder::new()
+        .prefix("coldstart-demo-functions")
+        .tempdir()?;
+    let mut launch = crate::commands::demo::sample_launch(&instrumented.executable)?;
+    if launch.identity.switches() {
+        std::os::unix::fs::chown(
+            records.path(),
+            Some(launch.identity.uid),
+            Some(launch.identity.gid),
+        )?;
+    }
+    launch.env.push((
+        "COLDSTART_FUNCTIONS_DIR".into(),
+        records.path().as_os_str().to_owned(),
+    ));
+    let interrupted = std::sync::atomic::AtomicBool::new(false);
+    let summary = trace(
+        &mut profile,
+        &trace_options(launch, None),
+        &interrupted,
+        |_| {},
+        |_| {},
+    )
+    .context("tracing the instrumented sample app")?;
+    let recorded =
+        crate::commands::trace::record_functions(&mut profile, &summary, records.path())?;
+    step(&format!(
+        "recorded the first calls of {} functions",
+        recorded.functions
+    ));
+
+    let (linker, linker_flags) = linker();
+    let strategy = Strategy::FirstCall;
+    let mut order_files = Vec::new();
+    let (mut ordered, mut ordered_bytes) = (0, 0);
+    let mut module_flags = Vec::new();
+    for binary in [&plain.library, &plain.executable] {
+        let index = OffsetIndex::from_path(binary)?;
+        let name = binary.file_name().unwrap_or_default().to_string_lossy();
+        let module =
+            globset::Glob::new(&format!("*/{}", globset::escape(&name)))?.compile_matcher();
+        let (traces, _) = traces(&profile, &[summary.run], &index, &module, false)?;
+        let order = coldstart_layout::order(
+            &traces,
+            &OrderOptions {
+                strategy,
+                balanced: BalancedOptions::default(),
+            },
+        )?;
+        let emitted = coldstart_layout::emit(
+            &order,
+            linker,
+            &EmitContext {
+                binary: Some(&index),
+                objects: None,
+                bfd: None,
+            },
+        )?;
+        let path = dir.join(format!("{name}.order"));
+        std::fs::write(&path, &emitted.text)
+            .with_context(|| format!("writing {}", path.display()))?;
+        ordered += emitted.report.ordered;
+        ordered_bytes += emitted.report.ordered_bytes;
+        module_flags.push(
+            emitted
+                .report
+                .usage
+                .replace("FILE", &path.display().to_string()),
+        );
+        order_files.push(path);
+    }
+    step(&format!(
+        "wrote {linker} order files placing {ordered} functions ({} KiB) first",
+        ordered_bytes / 1024
+    ));
+    let mut extra_ldflags = options.extra_ldflags.clone();
+    extra_ldflags.extend(linker_flags);
+    let ordered_app = build(
+        source_dir,
+        &dir.join("build-ordered"),
+        &BuildOptions {
+            extra_ldflags,
+            library_ldflags: vec![module_flags[0].clone()],
+            executable_ldflags: vec![module_flags[1].clone()],
+            ..options.clone()
+        },
+        &mut |_| {},
+    )
+    .context("relinking the sample app with its order files")?;
+    step(&format!(
+        "relinked it with the order files into {}",
+        ordered_app.build_dir.display()
+    ));
+
+    step("tracing the relinked app cold, with and without readahead");
+    let mut measured = Profile::create_or_open(profile_path)?;
+    let after_default = trace(
+        &mut measured,
+        &trace_options(
+            crate::commands::demo::sample_launch(&ordered_app.executable)?,
+            None,
+        ),
+        &interrupted,
+        |_| {},
+        |_| {},
+    )?;
+    let after_demand = trace(
+        &mut measured,
+        &trace_options(
+            crate::commands::demo::sample_launch(&ordered_app.executable)?,
+            Some(0),
+        ),
+        &interrupted,
+        |_| {},
+        |_| {},
+    )?;
+    let before = startup_io(&measured, default_run, demand_run, plain)?;
+    let after = startup_io(&measured, after_default.run, after_demand.run, &ordered_app)?;
+    Ok(OrderLoop {
+        linker,
+        strategy: strategy.name(),
+        order_files,
+        functions_recorded: recorded.functions,
+        ordered,
+        ordered_bytes,
+        ordered_executable: ordered_app.executable.clone(),
+        ordered_library: ordered_app.library.clone(),
+        ordered_app,
+        before,
+        after,
+    })
+}
+
+fn trace_options(
+    launch: coldstart_record::launch::LaunchSpec,
+    read_ahead_kb: Option<u64>,
+) -> TraceOptions {
+    TraceOptions {
+        launch,
+        cache: CacheMode::Cold,
+        evict: Vec::new(),
+        buffer_kb_per_cpu: 64 * 1024,
+        grace: std::time::Duration::from_millis(500),
+        user_faults: false,
+        read_ahead_kb,
+    }
+}
+
+/// The two binaries' start-up I/O: executable-section pages read with
+/// readahead off (exactly the pages touched), and what the start read at
+/// the device's setting.
+fn startup_io(
+    profile: &Profile,
+    default_run: RunId,
+    demand_run: RunId,
+    app: &BuiltApp,
+) -> anyhow::Result<StartupIo> {
+    let binaries = [&app.executable, &app.library];
+    let mut text_pages_touched = 0;
+    let page_size = profile.run(Some(demand_run))?.start.page_size.max(1);
+    let tree: HashSet<i32> = profile
+        .processes(demand_run)?
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| p.pid)
+        .collect();
+    let files = profile.files(demand_run)?;
+    let events = profile.page_events(demand_run)?;
+    for binary in binaries {
+        let index = OffsetIndex::from_path(binary)?;
+        let text: Vec<(u64, u64)> = index
+            .sections()
+            .iter()
+            .filter(|s| s.executable)
+            .map(|s| (s.offset / page_size, s.end().div_ceil(page_size)))
+            .collect();
+        let ids: HashSet<i64> = files
+            .iter()
+            .filter(|f| f.path.as_deref() == binary.to_str())
+            .map(|f| f.id)
+            .collect();
+        let mut pages = HashSet::new();
+        for event in &events {
+            if event.kind == PageEventKind::Read
+                && tree.contains(&event.pid)
+                && ids.contains(&event.file_id)
+            {
+                pages.extend(event.page..event.page + event.npages);
+            }
+        }
+        text_pages_touched += pages
+            .iter()
+            .filter(|&&p| text.iter().any(|&(a, b)| (a..b).contains(&p)))
+            .count() as u64;
+    }
+    let (report, _) = coldstart_analyze::analyze(
+        profile,
+        &coldstart_analyze::Options {
+            run: Some(default_run),
+            ..Default::default()
+        },
+    )?;
+    let (mut read_requests, mut bytes_read) = (0, 0);
+    for file in &report.files {
+        if binaries
+            .iter()
+            .any(|b| b.to_str() == Some(file.path.as_str()))
+        {
+            read_requests += file.read_requests;
+            bytes_read += file.bytes_read;
+        }
+    }
+    Ok(StartupIo {
+        text_pages_touched,
+        read_requests,
+        bytes_read,
+        cold_ms: None,
+    })
+}
