@@ -26,6 +26,19 @@ pub struct Relayout {
     /// that no symbol covers (padding) go nowhere.
     sections: Vec<(u64, u64)>,
     pub summary: RelayoutSummary,
+    /// The functions a start called, when a function trace says: then the
+    /// prediction replays exactly them instead of whole touched pages.
+    pub functions: Option<Vec<CalledFunction>>,
+}
+
+/// A function a start called, in the binary as it is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CalledFunction {
+    /// File offset of its symbol now.
+    pub offset: u64,
+    pub size: u64,
+    /// First call, ns after the program started.
+    pub t_ns: i64,
 }
 
 /// How much of an order the binary could place.
@@ -113,7 +126,20 @@ impl Relayout {
             moves,
             sections,
             summary,
+            functions: None,
         }
+    }
+
+    /// Predicts from the functions a start called instead of whole pages.
+    pub fn with_functions(mut self, functions: Vec<CalledFunction>) -> Relayout {
+        self.functions = Some(functions);
+        self
+    }
+
+    /// Whether old page `page` lies in a section laid out anew.
+    pub fn is_relaid(&self, page: u64, page_size: u64) -> bool {
+        let (start, end) = (page * page_size, (page + 1) * page_size);
+        self.sections.iter().any(|&(a, b)| a < end && start < b)
     }
 
     /// Pages of the new layout holding the bytes of old page `page`.

@@ -222,13 +222,11 @@ pub fn simulate(
         let cached_at_start = PageSet::from_ranges(warm.to_vec()).len();
         match relayout {
             Some(relayout) => {
-                for access in &stream.accesses {
-                    for page in relayout.pages_for(access.page, page_size) {
-                        sim.access(Access { page, ..*access });
-                    }
+                for access in relaid_accesses(relayout, &stream.accesses, page_size) {
+                    sim.access(access);
                 }
             }
-            None => stream.accesses.iter().for_each(|a| sim.access(*a)),
+            None => stream.accesses.iter().for_each(|(_, a)| sim.access(*a)),
         }
         let prediction = sim.finish();
         files.push(file_report(
@@ -277,6 +275,51 @@ pub fn simulate(
     })
 }
 
+/// The accesses a start makes to a file laid out anew. With the functions
+/// it called (a function trace), accesses to the relaid sections are those
+/// functions at their new places, at the time of their first call; without,
+/// each touched old page's bytes are followed to where they move, which
+/// counts every symbol on a touched page as used.
+fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u64) -> Vec<Access> {
+    let Some(functions) = &relayout.functions else {
+        return accesses
+            .iter()
+            .flat_map(|(_, access)| {
+                relayout
+                    .pages_for(access.page, page_size)
+                    .into_iter()
+                    .map(|page| Access { page, ..*access })
+            })
+            .collect();
+    };
+    let Some(process) = accesses.first().map(|(_, a)| a.process) else {
+        return Vec::new();
+    };
+    let mut merged: Vec<(i64, Access)> = accesses
+        .iter()
+        .filter(|(_, a)| !relayout.is_relaid(a.page, page_size))
+        .copied()
+        .collect();
+    for function in functions {
+        let Some(new) = relayout.new_offset(function.offset) else {
+            continue;
+        };
+        let end = new + function.size.max(1);
+        for page in new / page_size..end.div_ceil(page_size) {
+            merged.push((
+                function.t_ns,
+                Access {
+                    process,
+                    page,
+                    kind: AccessKind::Fault,
+                },
+            ));
+        }
+    }
+    merged.sort_by_key(|(t, _)| *t);
+    merged.into_iter().map(|(_, a)| a).collect()
+}
+
 /// The latest complete run traced with readahead off, else the latest
 /// complete run.
 fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, SimulateError> {
@@ -299,7 +342,8 @@ fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, SimulateE
 struct Stream {
     path: String,
     size: Option<u64>,
-    accesses: Vec<Access>,
+    /// (ns after the start, access), in time order.
+    accesses: Vec<(i64, Access)>,
 }
 
 fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, SimulateError> {
@@ -314,7 +358,9 @@ fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, Simulate
     // readahead(2)); with readahead on, such pages are readahead's own.
     let explicit_reads = profile.run(Some(run))?.start.read_ahead_kb == Some(0);
     let files = profile.files(run)?;
-    let mut by_file: HashMap<FileId, (Vec<Access>, HashSet<u64>)> = HashMap::new();
+    // Per file: its accesses, and the pages demanded so far.
+    type Demanded = (Vec<(i64, Access)>, HashSet<u64>);
+    let mut by_file: HashMap<FileId, Demanded> = HashMap::new();
     for event in profile.page_events(run)? {
         let Some(&process) = tree.get(&event.pid) else {
             continue;
@@ -332,11 +378,14 @@ fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, Simulate
                 }
             }
             PageEventKind::Read if explicit_reads && !demanded.contains(&event.page) => {
-                if let Some(Access {
-                    process: last_process,
-                    page,
-                    kind: AccessKind::Prefetch { pages },
-                }) = accesses.last_mut()
+                if let Some((
+                    _,
+                    Access {
+                        process: last_process,
+                        page,
+                        kind: AccessKind::Prefetch { pages },
+                    },
+                )) = accesses.last_mut()
                     && *last_process == process
                     && *page + *pages == event.page
                 {
@@ -349,11 +398,14 @@ fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, Simulate
             }
             _ => continue,
         };
-        accesses.push(Access {
-            process,
-            page: event.page,
-            kind,
-        });
+        accesses.push((
+            event.t_ns,
+            Access {
+                process,
+                page: event.page,
+                kind,
+            },
+        ));
     }
     Ok(files
         .iter()

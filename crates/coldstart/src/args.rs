@@ -478,6 +478,12 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE", requires = "binary")]
     pub order: Option<PathBuf>,
 
+    /// With --order: a run traced with --functions (an instrumented build); its
+    /// called functions are replayed at their new places instead of whole touched
+    /// pages, which count every symbol on a touched page as used
+    #[arg(long, value_name = "N", requires = "order")]
+    pub functions_run: Option<i64>,
+
     /// Print JSON
     #[arg(long, conflicts_with = "markdown")]
     pub json: bool,

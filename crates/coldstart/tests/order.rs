@@ -11,18 +11,23 @@ use std::process::Command;
 
 /// The order `main` calls them in; each is called `index + 1` times.
 const CALLED: [&str; 6] = ["f4", "f1", "f5", "f0", "f3", "f2"];
-/// Defined but never called.
-const UNCALLED: [&str; 4] = ["g0", "g1", "g2", "g3"];
+/// Defined but never called, each before a called one and bigger than a
+/// page, so that the called ones are scattered over the file.
+const UNCALLED: [&str; 6] = ["g0", "g1", "g2", "g3", "g4", "g5"];
+
+fn function(name: &str, statements: usize) -> String {
+    format!(
+        "__attribute__((noinline)) void {name}(int x) {{ \
+         for (int i = 0; i < x; i++) {{ {} }} }}\n",
+        "sink += i * 7; sink ^= i; ".repeat(statements)
+    )
+}
 
 fn source() -> String {
     let mut text = String::from("#include <stdio.h>\nvolatile int sink;\n");
-    for name in CALLED.iter().chain(&UNCALLED) {
-        // Big enough that the functions span several pages.
-        text.push_str(&format!(
-            "__attribute__((noinline)) void {name}(int x) {{ \
-             for (int i = 0; i < x; i++) {{ {} }} }}\n",
-            "sink += i * 7; sink ^= i; ".repeat(60)
-        ));
+    for (called, uncalled) in CALLED.iter().zip(&UNCALLED) {
+        text.push_str(&function(uncalled, 400));
+        text.push_str(&function(called, 20));
     }
     text.push_str("int main(void) {\n");
     for (i, name) in CALLED.iter().enumerate() {

@@ -39,9 +39,11 @@ struct DemoReport {
     /// plan and relinked with the order files, interleaved.
     bench: Option<coldstart_bench::BenchResult>,
     /// The order loop (root only): order files from the instrumented start,
-    /// the relinked app, and its start-up I/O before and after.
+    /// the relinked app, and its start-up I/O before and after, at the
+    /// kernel's default read_ahead_kb and at the device's own.
     order: Option<crate::commands::demo_order::OrderLoop>,
     order_skipped: Option<String>,
+    /// At the kernel's default read_ahead_kb (128; `read_ahead_kb` says).
     before: Option<crate::commands::demo_order::StartupIo>,
     after: Option<crate::commands::demo_order::StartupIo>,
 }
@@ -158,8 +160,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
                 .and_then(|v| v.wall_ms.as_ref())
                 .map(|s| s.median)
         };
-        order.before.cold_ms = median(COLD_VARIANT);
-        order.after.cold_ms = median(ORDERED_VARIANT);
+        order.at_device.before.cold_ms = median(COLD_VARIANT);
+        order.at_device.after.cold_ms = median(ORDERED_VARIANT);
     }
     if args.json {
         output::print_json(&DemoReport {
@@ -179,8 +181,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             html: traced.as_ref().ok().map(|t| t.html.clone()),
             plan: plan.map(|(_, plan)| plan),
             bench: Some(benched),
-            before: order.as_ref().map(|o| o.before),
-            after: order.as_ref().map(|o| o.after),
+            before: order.as_ref().map(|o| o.at_default.before),
+            after: order.as_ref().map(|o| o.at_default.after),
             order_skipped: order
                 .is_none()
                 .then(|| traced.as_ref().err().cloned())

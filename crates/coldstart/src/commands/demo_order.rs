@@ -3,9 +3,11 @@
 //! an order file per binary, relink the plain objects with it, and trace
 //! the relinked app to measure what the new layout saves.
 
-use crate::commands::order::traces;
+use crate::commands::order::{called_functions, module_glob, traces};
 use crate::output::step;
 use anyhow::Context;
+use coldstart_analyze::relayout::{CalledFunction, Relayout};
+use coldstart_analyze::{SimulateOptions, simulate};
 use coldstart_binary::OffsetIndex;
 use coldstart_layout::{BalancedOptions, EmitContext, Linker, OrderOptions, Strategy};
 use coldstart_profile::{CacheMode, PageEventKind, Profile, RunId};
@@ -15,17 +17,33 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// Start-up I/O of the app's two binaries.
+/// Start-up I/O of the app's two binaries at one readahead setting.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct StartupIo {
+    /// The device setting these were measured at.
+    pub read_ahead_kb: u64,
     /// Pages of executable sections the start touched (readahead off).
     pub text_pages_touched: u64,
     /// Read requests at the device's readahead setting.
     pub read_requests: u64,
     pub bytes_read: u64,
-    /// Median cold start from the interleaved bench, filled in later.
+    /// Median cold start from an interleaved bench.
     pub cold_ms: Option<f64>,
+    /// What `coldstart simulate` predicted from the trace before the
+    /// relink and the order files (only for the relinked app).
+    pub predicted_bytes_read: Option<u64>,
 }
+
+/// Before and after at one setting.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Comparison {
+    pub before: StartupIo,
+    pub after: StartupIo,
+}
+
+/// The kernel's default read_ahead_kb, which most disks keep; the layout
+/// matters there, as a window no longer covers a small binary whole.
+pub const KERNEL_DEFAULT_READ_AHEAD_KB: u64 = 128;
 
 /// The order stage's results.
 #[derive(Debug, Clone, Serialize)]
@@ -42,53 +60,16 @@ pub struct OrderLoop {
     pub ordered_app: BuiltApp,
     pub ordered_executable: PathBuf,
     pub ordered_library: PathBuf,
-    /// Shown at the top of the demo's JSON.
-    #[serde(skip)]
-    pub before: StartupIo,
-    #[serde(skip)]
-    pub after: StartupIo,
+    /// At the kernel's default read_ahead_kb (128), timed here.
+    pub at_default: Comparison,
+    /// At this device's own setting, timed with the demo's main bench.
+    pub at_device: Comparison,
 }
 
-/// The before/after table.
+/// The before/after tables.
 pub fn render(order: &OrderLoop) -> String {
-    use coldstart_report::table::{Table, human_bytes, thousands};
-    let mut table = Table::new(&["", ">before", ">after", ">change"]);
-    let change = |before: f64, after: f64| {
-        if before == 0.0 {
-            "-".to_string()
-        } else {
-            format!("{:+.1}%", (after - before) / before * 100.0)
-        }
-    };
-    let (b, a) = (&order.before, &order.after);
-    table.row(vec![
-        "text pages touched".into(),
-        thousands(b.text_pages_touched),
-        thousands(a.text_pages_touched),
-        change(b.text_pages_touched as f64, a.text_pages_touched as f64),
-    ]);
-    table.row(vec![
-        "read requests".into(),
-        thousands(b.read_requests),
-        thousands(a.read_requests),
-        change(b.read_requests as f64, a.read_requests as f64),
-    ]);
-    table.row(vec![
-        "bytes read".into(),
-        human_bytes(b.bytes_read),
-        human_bytes(a.bytes_read),
-        change(b.bytes_read as f64, a.bytes_read as f64),
-    ]);
-    if let (Some(before), Some(after)) = (b.cold_ms, a.cold_ms) {
-        table.row(vec![
-            "cold start (median)".into(),
-            format!("{before:.1} ms"),
-            format!("{after:.1} ms"),
-            change(before, after),
-        ]);
-    }
-    format!(
-        "\nRelinked with {} order files ({} strategy, {} functions, {} KiB placed first; {}):\n{}",
+    let mut out = format!(
+        "\nRelinked with {} order files ({} strategy, {} functions, {} KiB placed first; {}):\n",
         order.linker,
         order.strategy,
         order.ordered,
@@ -99,8 +80,62 @@ pub fn render(order: &OrderLoop) -> String {
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", "),
-        table.render(coldstart_report::Style::Plain, "  ")
-    )
+    );
+    for (comparison, what) in [
+        (&order.at_default, "the kernel's default"),
+        (&order.at_device, "this device's setting"),
+    ] {
+        out.push_str(&format!(
+            "  at read_ahead_kb {} ({what}):\n{}",
+            comparison.before.read_ahead_kb,
+            comparison_table(comparison)
+        ));
+    }
+    out
+}
+
+fn comparison_table(c: &Comparison) -> String {
+    use coldstart_report::table::{Table, human_bytes, thousands};
+    let mut table = Table::new(&["", ">before", ">after", ">change", ">predicted after"]);
+    let change = |before: f64, after: f64| {
+        if before == 0.0 {
+            "-".to_string()
+        } else {
+            format!("{:+.1}%", (after - before) / before * 100.0)
+        }
+    };
+    let (b, a) = (&c.before, &c.after);
+    table.row(vec![
+        "text pages touched".into(),
+        thousands(b.text_pages_touched),
+        thousands(a.text_pages_touched),
+        change(b.text_pages_touched as f64, a.text_pages_touched as f64),
+        String::new(),
+    ]);
+    table.row(vec![
+        "read requests".into(),
+        thousands(b.read_requests),
+        thousands(a.read_requests),
+        change(b.read_requests as f64, a.read_requests as f64),
+        String::new(),
+    ]);
+    table.row(vec![
+        "bytes read".into(),
+        human_bytes(b.bytes_read),
+        human_bytes(a.bytes_read),
+        change(b.bytes_read as f64, a.bytes_read as f64),
+        a.predicted_bytes_read.map_or(String::new(), human_bytes),
+    ]);
+    if let (Some(before), Some(after)) = (b.cold_ms, a.cold_ms) {
+        table.row(vec![
+            "cold start (median)".into(),
+            format!("{before:.1} ms"),
+            format!("{after:.1} ms"),
+            change(before, after),
+            String::new(),
+        ]);
+    }
+    table.render(coldstart_report::Style::Plain, "    ")
 }
 
 /// The linker to relink with, and the flags that select it: lld when
@@ -185,12 +220,14 @@ pub fn order_loop(
     let mut order_files = Vec::new();
     let (mut ordered, mut ordered_bytes) = (0, 0);
     let mut module_flags = Vec::new();
+    // Per binary [library, executable]: the functions the start called.
+    let mut called = Vec::new();
     for binary in [&plain.library, &plain.executable] {
         let index = OffsetIndex::from_path(binary)?;
         let name = binary.file_name().unwrap_or_default().to_string_lossy();
-        let module =
-            globset::Glob::new(&format!("*/{}", globset::escape(&name)))?.compile_matcher();
+        let module = module_glob(binary, None)?;
         let (traces, _) = traces(&profile, &[summary.run], &index, &module, false)?;
+        called.push(called_functions(&profile, summary.run, &index, &module)?);
         let order = coldstart_layout::order(
             &traces,
             &OrderOptions {
@@ -243,30 +280,64 @@ pub fn order_loop(
         ordered_app.build_dir.display()
     ));
 
-    step("tracing the relinked app cold, with and without readahead");
+    step(&format!(
+        "tracing the relinked app cold with readahead off and at the device's setting, and \
+         both builds at read_ahead_kb {KERNEL_DEFAULT_READ_AHEAD_KB}"
+    ));
     let mut measured = Profile::create_or_open(profile_path)?;
-    let after_default = trace(
-        &mut measured,
-        &trace_options(
-            crate::commands::demo::sample_launch(&ordered_app.executable)?,
-            None,
-        ),
-        &interrupted,
-        |_| {},
-        |_| {},
-    )?;
-    let after_demand = trace(
-        &mut measured,
-        &trace_options(
-            crate::commands::demo::sample_launch(&ordered_app.executable)?,
-            Some(0),
-        ),
-        &interrupted,
-        |_| {},
-        |_| {},
-    )?;
-    let before = startup_io(&measured, default_run, demand_run, plain)?;
-    let after = startup_io(&measured, after_default.run, after_demand.run, &ordered_app)?;
+    let mut trace_app = |executable: &Path, read_ahead_kb: Option<u64>| -> anyhow::Result<RunId> {
+        let launch = crate::commands::demo::sample_launch(executable)?;
+        Ok(trace(
+            &mut measured,
+            &trace_options(launch, read_ahead_kb),
+            &interrupted,
+            |_| {},
+            |_| {},
+        )
+        .with_context(|| format!("tracing {}", executable.display()))?
+        .run)
+    };
+    let after_device = trace_app(&ordered_app.executable, None)?;
+    let after_demand = trace_app(&ordered_app.executable, Some(0))?;
+    let default_kb = KERNEL_DEFAULT_READ_AHEAD_KB;
+    let before_default = trace_app(&plain.executable, Some(default_kb))?;
+    let after_default = trace_app(&ordered_app.executable, Some(default_kb))?;
+    let device_kb = measured
+        .run(Some(default_run))?
+        .start
+        .read_ahead_kb
+        .unwrap_or_default();
+    let predicted =
+        |kb| predicted_bytes_read(&measured, demand_run, plain, &order_files, &called, kb);
+    let at_device = Comparison {
+        before: startup_io(&measured, default_run, demand_run, plain, device_kb)?,
+        after: StartupIo {
+            predicted_bytes_read: Some(predicted(device_kb)?),
+            ..startup_io(
+                &measured,
+                after_device,
+                after_demand,
+                &ordered_app,
+                device_kb,
+            )?
+        },
+    };
+    let mut at_default = Comparison {
+        before: startup_io(&measured, before_default, demand_run, plain, default_kb)?,
+        after: StartupIo {
+            predicted_bytes_read: Some(predicted(default_kb)?),
+            ..startup_io(
+                &measured,
+                after_default,
+                after_demand,
+                &ordered_app,
+                default_kb,
+            )?
+        },
+    };
+    let (before_ms, after_ms) = bench_at(plain, &ordered_app, default_kb)?;
+    at_default.before.cold_ms = before_ms;
+    at_default.after.cold_ms = after_ms;
     Ok(OrderLoop {
         linker,
         strategy: strategy.name(),
@@ -277,9 +348,104 @@ pub fn order_loop(
         ordered_executable: ordered_app.executable.clone(),
         ordered_library: ordered_app.library.clone(),
         ordered_app,
-        before,
-        after,
+        at_default,
+        at_device,
     })
+}
+
+/// What the simulator predicts the relinked binaries read at
+/// `read_ahead_kb`, from the plain build's readahead-off trace and the
+/// order files alone.
+fn predicted_bytes_read(
+    profile: &Profile,
+    demand_run: RunId,
+    plain: &BuiltApp,
+    order_files: &[PathBuf],
+    called: &[Vec<CalledFunction>],
+    read_ahead_kb: u64,
+) -> anyhow::Result<u64> {
+    let mut relayouts = Vec::new();
+    // order_files follow [library, executable].
+    let binaries = [&plain.library, &plain.executable];
+    for ((binary, order), called) in binaries.into_iter().zip(order_files).zip(called) {
+        let index = OffsetIndex::from_path(binary)?;
+        let names = coldstart_layout::read_order_file(order)?;
+        relayouts.push(
+            Relayout::new(&binary.display().to_string(), &index, &names)
+                .with_functions(called.clone()),
+        );
+    }
+    let report = simulate(
+        profile,
+        &SimulateOptions {
+            run: Some(demand_run),
+            read_ahead_kb: Some(read_ahead_kb),
+            relayouts,
+            ..SimulateOptions::default()
+        },
+    )?;
+    let paths = [
+        plain.library.display().to_string(),
+        plain.executable.display().to_string(),
+    ];
+    Ok(report
+        .files
+        .iter()
+        .filter(|f| paths.contains(&f.path))
+        .map(|f| f.pages_read * report.page_size)
+        .sum())
+}
+
+/// Medians of cold starts of the plain and the relinked app, interleaved,
+/// with every device's read_ahead_kb held at `read_ahead_kb` meanwhile.
+fn bench_at(
+    plain: &BuiltApp,
+    ordered: &BuiltApp,
+    read_ahead_kb: u64,
+) -> anyhow::Result<(Option<f64>, Option<f64>)> {
+    use coldstart_bench::{Environment, Options, Variant};
+    const RUNS: usize = 10;
+    step(&format!(
+        "timing both builds cold at read_ahead_kb {read_ahead_kb} ({RUNS} interleaved runs each)"
+    ));
+    let _readahead = coldstart_record::readahead::ReadaheadOverride::set_all(read_ahead_kb)?;
+    let commands = vec![
+        crate::commands::demo::sample_launch(&plain.executable)?,
+        crate::commands::demo::sample_launch(&ordered.executable)?,
+    ];
+    let variants = ["sample app (cold)", "relinked with its order (cold)"]
+        .iter()
+        .enumerate()
+        .map(|(command, name)| Variant {
+            name: name.to_string(),
+            command,
+            cache: CacheMode::Cold,
+        })
+        .collect();
+    let options = Options {
+        commands,
+        variants,
+        runs: RUNS,
+        warmup: 1,
+        evict: Vec::new(),
+        grace: std::time::Duration::from_millis(500),
+    };
+    let interrupted = std::sync::atomic::AtomicBool::new(false);
+    let result = coldstart_bench::bench(
+        &options,
+        Environment::detect(&plain.executable),
+        &interrupted,
+        |_| {},
+    )
+    .context("timing the plain and the relinked sample app")?;
+    let median = |i: usize| {
+        result
+            .variants
+            .get(i)
+            .and_then(|v| v.wall_ms.as_ref())
+            .map(|s| s.median)
+    };
+    Ok((median(0), median(1)))
 }
 
 fn trace_options(
@@ -305,6 +471,7 @@ fn startup_io(
     default_run: RunId,
     demand_run: RunId,
     app: &BuiltApp,
+    read_ahead_kb: u64,
 ) -> anyhow::Result<StartupIo> {
     let binaries = [&app.executable, &app.library];
     let mut text_pages_touched = 0;
@@ -362,9 +529,11 @@ fn startup_io(
         }
     }
     Ok(StartupIo {
+        read_ahead_kb,
         text_pages_touched,
         read_requests,
         bytes_read,
         cold_ms: None,
+        predicted_bytes_read: None,
     })
 }

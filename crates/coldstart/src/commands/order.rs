@@ -49,7 +49,7 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
     let index = OffsetIndex::from_path(&args.binary)
         .with_context(|| format!("reading the symbols of {}", args.binary.display()))?;
     let runs = select_runs(&profile, &args.runs)?;
-    let module = module_matcher(args)?;
+    let module = module_glob(&args.binary, args.module.as_deref())?;
     let (traces, source) = traces(&profile, &runs, &index, &module, args.pages)?;
     if traces.iter().all(|t| t.symbols.is_empty()) {
         bail!(
@@ -142,26 +142,6 @@ fn select_runs(profile: &Profile, wanted: &[i64]) -> anyhow::Result<Vec<RunId>> 
     Ok(runs)
 }
 
-/// Which traced files count as --binary: the --module glob, else any file
-/// with the binary's file name (an instrumented build lives elsewhere).
-fn module_matcher(args: &OrderArgs) -> anyhow::Result<globset::GlobMatcher> {
-    let pattern = match &args.module {
-        Some(glob) => glob.clone(),
-        None => {
-            let name = args
-                .binary
-                .file_name()
-                .with_context(|| format!("{} names no file", args.binary.display()))?;
-            format!("*/{}", globset::escape(&name.to_string_lossy()))
-        }
-    };
-    Ok(globset::GlobBuilder::new(&pattern)
-        .literal_separator(false)
-        .build()
-        .with_context(|| format!("--module {pattern:?} is not a valid glob"))?
-        .compile_matcher())
-}
-
 /// One trace per traced process from function records when the runs have
 /// them for the module (unless --pages), else one per run from its pages.
 pub(crate) fn traces(
@@ -248,6 +228,63 @@ pub(crate) fn traces(
     }
     source.traces = traces.len();
     Ok((traces, source))
+}
+
+/// The functions of `index`'s binary that `run`'s function records say
+/// were called (from any traced file `module` matches), by name, with
+/// their place in `index` and their first call.
+pub(crate) fn called_functions(
+    profile: &Profile,
+    run: RunId,
+    index: &OffsetIndex,
+    module: &globset::GlobMatcher,
+) -> anyhow::Result<Vec<coldstart_analyze::relayout::CalledFunction>> {
+    let symbols: HashMap<&str, (u64, u64)> = index
+        .symbols()
+        .iter()
+        .map(|s| (s.raw_name.as_str(), (s.offset, s.size)))
+        .collect();
+    let files: std::collections::HashSet<i64> = profile
+        .files(run)?
+        .into_iter()
+        .filter(|f| f.path.as_deref().is_some_and(|p| module.is_match(p)))
+        .map(|f| f.id)
+        .collect();
+    Ok(profile
+        .functions(run)?
+        .into_iter()
+        .filter(|f| files.contains(&f.file_id))
+        .filter_map(|f| {
+            let &(offset, size) = symbols.get(f.symbol.as_deref()?)?;
+            Some(coldstart_analyze::relayout::CalledFunction {
+                offset,
+                size,
+                t_ns: f.first_t_ns,
+            })
+        })
+        .collect())
+}
+
+/// Traced files with `binary`'s file name (an instrumented build of it
+/// lives elsewhere), or those `glob` matches.
+pub(crate) fn module_glob(
+    binary: &Path,
+    glob: Option<&str>,
+) -> anyhow::Result<globset::GlobMatcher> {
+    let pattern = match glob {
+        Some(glob) => glob.to_string(),
+        None => {
+            let name = binary
+                .file_name()
+                .with_context(|| format!("{} names no file", binary.display()))?;
+            format!("*/{}", globset::escape(&name.to_string_lossy()))
+        }
+    };
+    Ok(globset::GlobBuilder::new(&pattern)
+        .literal_separator(false)
+        .build()
+        .with_context(|| format!("{pattern:?} is not a valid glob"))?
+        .compile_matcher())
 }
 
 fn kind_of(kind: SymbolKind) -> Kind {

@@ -36,7 +36,19 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         let traced = traced_path(&profile, args.run, file.as_ref(), binary)?;
         let index = OffsetIndex::from_path(traced.as_ref())
             .with_context(|| format!("reading the symbols of {traced}"))?;
-        let relayout = Relayout::new(&traced, &index, &names);
+        let mut relayout = Relayout::new(&traced, &index, &names);
+        if let Some(run) = args.functions_run {
+            let module = crate::commands::order::module_glob(traced.as_ref(), None)?;
+            let called = crate::commands::order::called_functions(&profile, run, &index, &module)?;
+            if called.is_empty() {
+                bail!(
+                    "run {run} of {} recorded no function of {traced} (was it traced with \
+                     --functions from an instrumented build of it?)",
+                    args.profile.display()
+                );
+            }
+            relayout = relayout.with_functions(called);
+        }
         if relayout.summary.placed == 0 {
             bail!(
                 "none of the {} names in {} is a sized symbol of {traced} (first: {})",
