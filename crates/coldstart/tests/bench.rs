@@ -246,14 +246,18 @@ fn data_file(mib: usize) -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// `coldstart bench -n 2 --cache CACHE -- cat DATA`, which must succeed.
+/// cat is a private copy next to DATA, so no other process on the machine
+/// keeps its pages cached across the drop.
 fn bench_cat(cache: &str, data: &Path) -> (String, Value) {
+    let cat = data.with_file_name("cat");
+    std::fs::copy("/bin/cat", &cat).unwrap();
     let (out, result) = bench(&[
         "-n",
         "2",
         "--cache",
         cache,
         "--",
-        "cat",
+        cat.to_str().unwrap(),
         data.to_str().unwrap(),
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
