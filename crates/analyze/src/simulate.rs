@@ -77,6 +77,9 @@ pub struct FilePrediction {
     pub requests_by_decision: BTreeMap<String, u64>,
     /// True when the file was laid out anew from an order.
     pub relaid: bool,
+    /// How much of the order the file could place, when relaid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relayout: Option<crate::relayout::RelayoutSummary>,
     /// What the comparison run read of the same file.
     pub measured: Option<Measured>,
 }
@@ -234,7 +237,7 @@ pub fn simulate(
             pages,
             cached_at_start,
             &prediction,
-            relayout.is_some(),
+            relayout.map(|r| r.summary.clone()),
             measured.as_ref().map(|m| {
                 m.get(&stream.path).copied().unwrap_or(Measured {
                     pages_read: 0,
@@ -565,7 +568,7 @@ fn file_report(
     pages: u64,
     cached_at_start: u64,
     prediction: &Prediction,
-    relaid: bool,
+    relayout: Option<crate::relayout::RelayoutSummary>,
     measured: Option<Measured>,
 ) -> FilePrediction {
     let mut by_decision = BTreeMap::new();
@@ -583,7 +586,8 @@ fn file_report(
         read_requests: prediction.requests.len() as u64,
         misses: prediction.misses,
         requests_by_decision: by_decision,
-        relaid,
+        relaid: relayout.is_some(),
+        relayout,
         measured,
     }
 }
