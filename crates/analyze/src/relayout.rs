@@ -25,6 +25,8 @@ pub struct Relayout {
     /// Sections laid out anew: (start, end) in the file. Bytes of them
     /// that no symbol covers (padding) go nowhere.
     sections: Vec<(u64, u64)>,
+    /// Those of them that hold code.
+    code_sections: Vec<(u64, u64)>,
     pub summary: RelayoutSummary,
     /// The functions a start called, when a function trace says: then the
     /// prediction replays exactly them instead of whole touched pages.
@@ -97,11 +99,15 @@ impl Relayout {
         }
         let mut moves = Vec::new();
         let mut sections = Vec::new();
+        let mut code_sections = Vec::new();
         let mut section_ids: Vec<usize> = per_section.keys().copied().collect();
         section_ids.sort_unstable();
         for section_id in section_ids {
             let section = &index.sections()[section_id];
             sections.push((section.offset, section.end()));
+            if section.executable {
+                code_sections.push((section.offset, section.end()));
+            }
             summary.sections.push(section.name.clone());
             let first = &per_section[&section_id];
             let rest = symbols
@@ -125,6 +131,7 @@ impl Relayout {
             path: path.to_string(),
             moves,
             sections,
+            code_sections,
             summary,
             functions: None,
         }
@@ -138,8 +145,12 @@ impl Relayout {
 
     /// Whether old page `page` lies in a section laid out anew.
     pub fn is_relaid(&self, page: u64, page_size: u64) -> bool {
-        let (start, end) = (page * page_size, (page + 1) * page_size);
-        self.sections.iter().any(|&(a, b)| a < end && start < b)
+        overlaps(&self.sections, page, page_size)
+    }
+
+    /// Whether old page `page` lies in a code section laid out anew.
+    pub fn is_relaid_code(&self, page: u64, page_size: u64) -> bool {
+        overlaps(&self.code_sections, page, page_size)
     }
 
     /// Pages of the new layout holding the bytes of old page `page`.
@@ -180,6 +191,11 @@ impl Relayout {
             .filter(|m| m.0 == offset)
             .map(|&(_, _, new_start)| new_start)
     }
+}
+
+fn overlaps(ranges: &[(u64, u64)], page: u64, page_size: u64) -> bool {
+    let (start, end) = (page * page_size, (page + 1) * page_size);
+    ranges.iter().any(|&(a, b)| a < end && start < b)
 }
 
 /// The alignment a symbol keeps: the largest power of two its address is

@@ -279,10 +279,11 @@ pub fn simulate(
 }
 
 /// The accesses a start makes to a file laid out anew. With the functions
-/// it called (a function trace), accesses to the relaid sections are those
-/// functions at their new places, at the time of their first call; without,
-/// each touched old page's bytes are followed to where they move, which
-/// counts every symbol on a touched page as used.
+/// it called (a function trace), accesses to relaid code are those
+/// functions at their new places, at the time of their first call; other
+/// accesses (and all of them without a function trace) follow each touched
+/// old page's bytes to where they move, which counts every symbol on a
+/// touched page as used.
 fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u64) -> Vec<Access> {
     let Some(functions) = &relayout.functions else {
         return accesses
@@ -300,8 +301,13 @@ fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u
     };
     let mut merged: Vec<(i64, Access)> = accesses
         .iter()
-        .filter(|(_, a)| !relayout.is_relaid(a.page, page_size))
-        .copied()
+        .filter(|(_, a)| !relayout.is_relaid_code(a.page, page_size))
+        .flat_map(|&(t, access)| {
+            relayout
+                .pages_for(access.page, page_size)
+                .into_iter()
+                .map(move |page| (t, Access { page, ..access }))
+        })
         .collect();
     for function in functions {
         let Some(new) = relayout.new_offset(function.offset) else {

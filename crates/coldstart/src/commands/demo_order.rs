@@ -226,7 +226,7 @@ pub fn order_loop(
         let index = OffsetIndex::from_path(binary)?;
         let name = binary.file_name().unwrap_or_default().to_string_lossy();
         let module = module_glob(binary, None)?;
-        let (traces, _) = traces(&profile, &[summary.run], &index, &module, false)?;
+        let (traces, _) = traces(&profile, &[summary.run], binary, &index, &module, false)?;
         called.push(called_functions(&profile, summary.run, &index, &module)?);
         let order = coldstart_layout::order(
             &traces,

@@ -27,8 +27,11 @@ pub(crate) struct Source {
     /// Traced names the binary does not have (inlined away in the plain
     /// build, or from another module).
     not_in_binary: u64,
-    /// Page-level: pages touched, and bytes of the symbols on them.
+    /// Pages touched in the page-level traces read.
     pages_touched: u64,
+    /// With function traces: page-level traces of the binary itself that
+    /// gave the data symbols startup touched.
+    data_traces: usize,
 }
 
 #[derive(Serialize)]
@@ -50,7 +53,7 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("reading the symbols of {}", args.binary.display()))?;
     let runs = select_runs(&profile, &args.runs)?;
     let module = module_glob(&args.binary, args.module.as_deref())?;
-    let (traces, source) = traces(&profile, &runs, &index, &module, args.pages)?;
+    let (traces, source) = traces(&profile, &runs, &args.binary, &index, &module, args.pages)?;
     if traces.iter().all(|t| t.symbols.is_empty()) {
         bail!(
             "the runs {runs:?} of {} used no symbol of {}: was the binary traced (check \
@@ -147,6 +150,7 @@ fn select_runs(profile: &Profile, wanted: &[i64]) -> anyhow::Result<Vec<RunId>> 
 pub(crate) fn traces(
     profile: &Profile,
     runs: &[RunId],
+    binary: &Path,
     index: &OffsetIndex,
     module: &globset::GlobMatcher,
     pages_only: bool,
@@ -162,6 +166,7 @@ pub(crate) fn traces(
         traces: 0,
         not_in_binary: 0,
         pages_touched: 0,
+        data_traces: 0,
     };
     let mut traces = Vec::new();
     if !pages_only {
@@ -196,37 +201,52 @@ pub(crate) fn traces(
             traces.extend(by_pid.into_values().map(Trace::new));
         }
     }
-    if traces.is_empty() {
+    // Function records name no data. Page traces of this very file (not of
+    // an instrumented build, whose offsets differ) say which data startup
+    // touched; without function records they give the functions too.
+    let data_only = !traces.is_empty();
+    if !data_only {
         source.kind = "pages";
         source.not_in_binary = 0;
-        for &run in runs {
-            let paths: Vec<String> = profile
-                .files(run)?
+    }
+    let own_path = std::fs::canonicalize(binary).ok();
+    for &run in runs {
+        let paths: Vec<String> = profile
+            .files(run)?
+            .into_iter()
+            .filter_map(|f| f.path)
+            .filter(|p| {
+                if data_only {
+                    own_path.as_deref() == Some(Path::new(p))
+                } else {
+                    module.is_match(p)
+                }
+            })
+            .collect();
+        for path in paths {
+            let touched = touched_symbols(profile, run, &path, index)?;
+            source.pages_touched += touched.pages_touched;
+            let symbols: Vec<TracedSymbol> = touched
+                .symbols
                 .into_iter()
-                .filter_map(|f| f.path)
-                .filter(|p| module.is_match(p))
+                .filter(|s| !data_only || kind_of(s.kind) == Kind::Data)
+                .map(|s| TracedSymbol {
+                    raw_name: s.raw_name,
+                    kind: kind_of(s.kind),
+                    first_seq: s.first_rank,
+                    calls: None,
+                    size: s.size,
+                })
                 .collect();
-            for path in paths {
-                let touched = touched_symbols(profile, run, &path, index)?;
-                source.pages_touched += touched.pages_touched;
-                let symbols: Vec<TracedSymbol> = touched
-                    .symbols
-                    .into_iter()
-                    .map(|s| TracedSymbol {
-                        raw_name: s.raw_name,
-                        kind: kind_of(s.kind),
-                        first_seq: s.first_rank,
-                        calls: None,
-                        size: s.size,
-                    })
-                    .collect();
-                if !symbols.is_empty() {
-                    traces.push(Trace::new(symbols));
+            if !symbols.is_empty() {
+                traces.push(Trace::new(symbols));
+                if data_only {
+                    source.data_traces += 1;
                 }
             }
         }
     }
-    source.traces = traces.len();
+    source.traces = traces.len() - source.data_traces;
     Ok((traces, source))
 }
 
@@ -324,6 +344,13 @@ fn render(report: &OrderReport<'_>) -> String {
         },
         report.source.runs,
     );
+    if report.source.data_traces > 0 {
+        let _ = writeln!(
+            out,
+            "  data symbols from {} page-level traces of the binary itself",
+            report.source.data_traces
+        );
+    }
     let _ = writeln!(
         out,
         "  {} of {} symbols ordered: {} of startup's {} ({:.1}%)",
