@@ -1,9 +1,10 @@
-//! The symbols a start used, from a page-level trace alone, for programs
-//! that cannot be rebuilt with instrumentation: every sized symbol on a
-//! page the traced tree touched, ranked by when its page was first
-//! touched.
+//! The symbols a start used. From function records ([`called_symbols`]):
+//! exactly the functions each process called, named in the plain build.
+//! From a page-level trace alone ([`touched_symbols`]), for programs that
+//! cannot be rebuilt with instrumentation: every sized symbol on a page the
+//! traced tree touched, ranked by when its page was first touched.
 //!
-//! This is imprecise by construction: a page holds many functions and the
+//! The page-level view is imprecise by construction: a page holds many functions and the
 //! trace cannot tell which of them ran, so a touched page makes all its
 //! symbols "used" (the report says how many bytes that is against the
 //! bytes of the touched pages), and symbols on one page share a rank,
@@ -13,7 +14,7 @@ use crate::run::label;
 use coldstart_binary::{OffsetIndex, SymbolKind};
 use coldstart_profile::{PageEventKind, Profile, RunId};
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// A symbol on a touched page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -108,4 +109,76 @@ pub fn touched_symbols(
         pages_touched: seen_pages.len() as u64,
         symbols,
     })
+}
+
+/// A function a process called, placed in the plain build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CalledSymbol {
+    pub raw_name: String,
+    pub kind: SymbolKind,
+    /// File offset and size in the plain build.
+    pub offset: u64,
+    pub size: u64,
+    /// Rank of its first call in the process, from 1.
+    pub first_seq: u64,
+    /// First call, ns after the program started.
+    pub first_t_ns: i64,
+    pub calls: u64,
+}
+
+/// One run's function records for one binary.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CalledSymbols {
+    /// Per process (by pid), the functions in first-call order.
+    pub processes: Vec<(i32, Vec<CalledSymbol>)>,
+    /// Recorded names the plain build has no sized symbol for (inlined
+    /// away in it, or instrumentation-only).
+    pub not_in_binary: u64,
+}
+
+/// The functions `run`'s records say were called in traced files `module`
+/// matches (an instrumented build of the binary), looked up by name in
+/// `index`, the plain build: instrumentation changes code size and
+/// inlining, so only names carry over.
+pub fn called_symbols(
+    profile: &Profile,
+    run: RunId,
+    index: &OffsetIndex,
+    module: &globset::GlobMatcher,
+) -> Result<CalledSymbols, coldstart_profile::Error> {
+    let symbols: HashMap<&str, &coldstart_binary::SymbolSpan> = index
+        .symbols()
+        .iter()
+        .map(|s| (s.raw_name.as_str(), s))
+        .collect();
+    let files: HashSet<i64> = profile
+        .files(run)?
+        .into_iter()
+        .filter(|f| f.path.as_deref().is_some_and(|p| module.is_match(p)))
+        .map(|f| f.id)
+        .collect();
+    let mut out = CalledSymbols::default();
+    let mut by_pid: BTreeMap<i32, Vec<CalledSymbol>> = BTreeMap::new();
+    for function in profile.functions(run)? {
+        if !files.contains(&function.file_id) {
+            continue;
+        }
+        let Some(name) = function.symbol else {
+            continue;
+        };
+        match symbols.get(name.as_str()) {
+            Some(symbol) => by_pid.entry(function.pid).or_default().push(CalledSymbol {
+                kind: symbol.kind,
+                offset: symbol.offset,
+                size: symbol.size,
+                raw_name: name,
+                first_seq: function.first_seq,
+                first_t_ns: function.first_t_ns,
+                calls: function.calls,
+            }),
+            None => out.not_in_binary += 1,
+        }
+    }
+    out.processes = by_pid.into_iter().collect();
+    Ok(out)
 }

@@ -4,7 +4,8 @@
 use crate::args::OrderArgs;
 use crate::output;
 use anyhow::{Context, bail};
-use coldstart_analyze::startup::touched_symbols;
+use coldstart_analyze::relayout::CalledFunction;
+use coldstart_analyze::startup::{called_symbols, touched_symbols};
 use coldstart_binary::{OffsetIndex, SymbolKind};
 use coldstart_layout::{
     BalancedOptions, BfdTarget, EmitContext, Kind, Linker, ObjectIndex, OrderOptions, Trace,
@@ -12,7 +13,7 @@ use coldstart_layout::{
 };
 use coldstart_profile::{Profile, RunId};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -155,11 +156,6 @@ pub(crate) fn traces(
     module: &globset::GlobMatcher,
     pages_only: bool,
 ) -> anyhow::Result<(Vec<Trace>, Source)> {
-    let symbols: HashMap<&str, (u64, Kind)> = index
-        .symbols()
-        .iter()
-        .map(|s| (s.raw_name.as_str(), (s.size, kind_of(s.kind))))
-        .collect();
     let mut source = Source {
         kind: "functions",
         runs: runs.to_vec(),
@@ -171,34 +167,22 @@ pub(crate) fn traces(
     let mut traces = Vec::new();
     if !pages_only {
         for &run in runs {
-            let files: HashMap<i64, String> = profile
-                .files(run)?
-                .into_iter()
-                .filter_map(|f| Some((f.id, f.path?)))
-                .filter(|(_, path)| module.is_match(path))
-                .collect();
-            let mut by_pid: BTreeMap<i32, Vec<TracedSymbol>> = BTreeMap::new();
-            for function in profile.functions(run)? {
-                if !files.contains_key(&function.file_id) {
-                    continue;
-                }
-                let Some(name) = function.symbol else {
-                    continue;
-                };
-                match symbols.get(name.as_str()) {
-                    Some(&(size, kind)) => {
-                        by_pid.entry(function.pid).or_default().push(TracedSymbol {
-                            raw_name: name,
-                            kind,
-                            first_seq: function.first_seq,
-                            calls: Some(function.calls),
-                            size,
+            let called = called_symbols(profile, run, index, module)?;
+            source.not_in_binary += called.not_in_binary;
+            traces.extend(called.processes.into_iter().map(|(_, symbols)| {
+                Trace::new(
+                    symbols
+                        .into_iter()
+                        .map(|s| TracedSymbol {
+                            kind: kind_of(s.kind),
+                            raw_name: s.raw_name,
+                            first_seq: s.first_seq,
+                            calls: Some(s.calls),
+                            size: s.size,
                         })
-                    }
-                    None => source.not_in_binary += 1,
-                }
-            }
-            traces.extend(by_pid.into_values().map(Trace::new));
+                        .collect(),
+                )
+            }));
         }
     }
     // Function records name no data. Page traces of this very file (not of
@@ -250,37 +234,22 @@ pub(crate) fn traces(
     Ok((traces, source))
 }
 
-/// The functions of `index`'s binary that `run`'s function records say
-/// were called (from any traced file `module` matches), by name, with
-/// their place in `index` and their first call.
+/// The functions `run` recorded for `index`'s binary, placed in it, with
+/// their first calls: what the simulator replays for a new layout.
 pub(crate) fn called_functions(
     profile: &Profile,
     run: RunId,
     index: &OffsetIndex,
     module: &globset::GlobMatcher,
-) -> anyhow::Result<Vec<coldstart_analyze::relayout::CalledFunction>> {
-    let symbols: HashMap<&str, (u64, u64)> = index
-        .symbols()
-        .iter()
-        .map(|s| (s.raw_name.as_str(), (s.offset, s.size)))
-        .collect();
-    let files: std::collections::HashSet<i64> = profile
-        .files(run)?
+) -> anyhow::Result<Vec<CalledFunction>> {
+    Ok(called_symbols(profile, run, index, module)?
+        .processes
         .into_iter()
-        .filter(|f| f.path.as_deref().is_some_and(|p| module.is_match(p)))
-        .map(|f| f.id)
-        .collect();
-    Ok(profile
-        .functions(run)?
-        .into_iter()
-        .filter(|f| files.contains(&f.file_id))
-        .filter_map(|f| {
-            let &(offset, size) = symbols.get(f.symbol.as_deref()?)?;
-            Some(coldstart_analyze::relayout::CalledFunction {
-                offset,
-                size,
-                t_ns: f.first_t_ns,
-            })
+        .flat_map(|(_, symbols)| symbols)
+        .map(|s| CalledFunction {
+            offset: s.offset,
+            size: s.size,
+            t_ns: s.first_t_ns,
         })
         .collect())
 }
