@@ -54,6 +54,24 @@ impl PageSet {
         PageSet::from_ranges(ranges)
     }
 
+    /// Pages of this set that are not in `other`.
+    pub fn difference(&self, other: &PageSet) -> PageSet {
+        let mut ranges = Vec::new();
+        for &(a, b) in &self.extents {
+            let mut from = a;
+            for (x, y) in other.clip(a, b) {
+                if x > from {
+                    ranges.push((from, x - from));
+                }
+                from = y;
+            }
+            if from < b {
+                ranges.push((from, b - from));
+            }
+        }
+        PageSet::from_ranges(ranges)
+    }
+
     /// Pages of the set overlapping the byte range [start, end).
     pub fn pages_overlapping(&self, start: u64, end: u64, page_size: u64) -> u64 {
         if end <= start {
@@ -188,6 +206,14 @@ mod tests {
         assert_eq!(set.inclusive(), vec![[0, 0], [10, 16]]);
         let other = PageSet::from_ranges(vec![(1, 1), (20, 2)]);
         assert_eq!(set.union(&other).extents(), &[(0, 2), (10, 17), (20, 22)]);
+        // {0} ∪ [10, 17) minus [12, 14) and {16}, {30}.
+        let holes = PageSet::from_ranges(vec![(12, 2), (16, 1), (30, 1)]);
+        assert_eq!(
+            set.difference(&holes).extents(),
+            &[(0, 1), (10, 12), (14, 16)]
+        );
+        assert_eq!(set.difference(&set).extents(), &[]);
+        assert_eq!(set.difference(&PageSet::default()), set);
     }
 
     #[test]

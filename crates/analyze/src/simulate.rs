@@ -170,13 +170,18 @@ pub fn simulate(
         .unwrap_or(65536);
     let settings = KernelSettings::new(read_ahead_kb, fault_around_bytes, page_size);
 
-    let streams = access_streams(profile, source.id)?;
+    let source_events = RunEvents::load(profile, source.id)?;
+    let against_events = options
+        .against
+        .map(|run| RunEvents::load(profile, run))
+        .transpose()?;
+    let streams = access_streams(&source_events, source.start.read_ahead_kb == Some(0));
     // Pages other processes (coldstart itself, shared libraries it uses)
     // had cached: the comparison run's when there is one, as its
     // measurement started from that state.
-    let preloaded = cached_by_others(profile, options.against.unwrap_or(source.id))?;
-    let measured = match options.against {
-        Some(against) => {
+    let preloaded = cached_by_others(against_events.as_ref().unwrap_or(&source_events));
+    let measured = match (options.against, &against_events) {
+        (Some(against), Some(events)) => {
             let run = profile.run(Some(against))?;
             if run
                 .start
@@ -188,9 +193,9 @@ pub fn simulate(
                     run.start.read_ahead_kb.unwrap_or_default()
                 ));
             }
-            Some(measured_reads(profile, against)?)
+            Some(measured_reads(events, &profile.readahead(against)?))
         }
-        None => None,
+        _ => None,
     };
 
     let mut files = Vec::new();
@@ -355,23 +360,39 @@ struct Stream {
     accesses: Vec<(i64, Access)>,
 }
 
-fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, SimulateError> {
-    let processes = profile.processes(run)?;
-    let tree: HashMap<i32, i32> = processes
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| (p.pid, p.tgid.unwrap_or(p.pid)))
-        .collect();
-    // With readahead off, a page the tree read that no fault or read()
-    // demanded first was asked for explicitly (madvise, fadvise,
-    // readahead(2)); with readahead on, such pages are readahead's own.
-    let explicit_reads = profile.run(Some(run))?.start.read_ahead_kb == Some(0);
-    let files = profile.files(run)?;
+/// One run's page events, its traced tree and its files, read once.
+struct RunEvents {
+    /// Tree task -> its process (thread group).
+    tree: HashMap<i32, i32>,
+    files: Vec<coldstart_profile::File>,
+    events: Vec<coldstart_profile::PageEvent>,
+}
+
+impl RunEvents {
+    fn load(profile: &Profile, run: RunId) -> Result<RunEvents, SimulateError> {
+        Ok(RunEvents {
+            tree: profile
+                .processes(run)?
+                .iter()
+                .filter(|p| p.in_tree)
+                .map(|p| (p.pid, p.tgid.unwrap_or(p.pid)))
+                .collect(),
+            files: profile.files(run)?,
+            events: profile.page_events(run)?,
+        })
+    }
+}
+
+/// With `explicit_reads` (a run with readahead off), a page the tree read
+/// that no fault or read() demanded first was asked for explicitly
+/// (madvise, fadvise, readahead(2)); with readahead on, such pages are
+/// readahead's own.
+fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
     // Per file: its accesses, and the pages demanded so far.
     type Demanded = (Vec<(i64, Access)>, HashSet<u64>);
     let mut by_file: HashMap<FileId, Demanded> = HashMap::new();
-    for event in profile.page_events(run)? {
-        let Some(&process) = tree.get(&event.pid) else {
+    for event in &run.events {
+        let Some(&process) = run.tree.get(&event.pid) else {
             continue;
         };
         let (accesses, demanded) = by_file.entry(event.file_id).or_default();
@@ -416,7 +437,7 @@ fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, Simulate
             },
         ));
     }
-    Ok(files
+    run.files
         .iter()
         .filter_map(|file| {
             let (accesses, _) = by_file.remove(&file.id)?;
@@ -427,33 +448,19 @@ fn access_streams(profile: &Profile, run: RunId) -> Result<Vec<Stream>, Simulate
                 accesses,
             })
         })
-        .collect())
+        .collect()
 }
 
 /// Pages that were in the page cache without the traced tree reading them
 /// during a run, by path: pages other processes read (coldstart itself,
 /// libraries it shares with the program), and pages the tree touched that
 /// never entered the cache while it ran, so were cached before it started.
-fn cached_by_others(
-    profile: &Profile,
-    run: RunId,
-) -> Result<HashMap<String, Vec<(u64, u64)>>, SimulateError> {
-    let processes = profile.processes(run)?;
-    let tree: HashSet<i32> = processes
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| p.pid)
-        .collect();
-    let paths: HashMap<FileId, String> = profile
-        .files(run)?
-        .iter()
-        .map(|f| (f.id, label(f)))
-        .collect();
+fn cached_by_others(run: &RunEvents) -> HashMap<String, Vec<(u64, u64)>> {
     let mut read: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     let mut touched: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     let mut out: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
-    for event in profile.page_events(run)? {
-        let in_tree = tree.contains(&event.pid);
+    for event in &run.events {
+        let in_tree = run.tree.contains_key(&event.pid);
         match event.kind {
             PageEventKind::Read if in_tree => read.entry(event.file_id).or_default(),
             PageEventKind::Read => out.entry(event.file_id).or_default(),
@@ -466,55 +473,37 @@ fn cached_by_others(
     }
     for (file, ranges) in touched {
         let read = PageSet::from_ranges(read.remove(&file).unwrap_or_default());
-        let touched = PageSet::from_ranges(ranges);
-        let mut before = Vec::new();
-        for &(first, end) in touched.extents() {
-            for page in first..end {
-                if !read.extents().iter().any(|&(a, b)| (a..b).contains(&page)) {
-                    before.push((page, 1));
-                }
-            }
-        }
+        let before = PageSet::from_ranges(ranges).difference(&read);
         if !before.is_empty() {
-            out.entry(file).or_default().extend(before);
+            out.entry(file)
+                .or_default()
+                .extend(before.extents().iter().map(|&(a, b)| (a, b - a)));
         }
     }
-    Ok(out
-        .into_iter()
-        .filter_map(|(file, ranges)| Some((paths.get(&file)?.clone(), ranges)))
-        .collect())
+    run.files
+        .iter()
+        .filter_map(|f| Some((label(f), out.remove(&f.id)?)))
+        .collect()
 }
 
 /// Pages each file's page cache took in during a run, by path, and the
 /// read requests that took (counted as `coldstart report` counts them).
-fn measured_reads(
-    profile: &Profile,
-    run: RunId,
-) -> Result<HashMap<String, Measured>, SimulateError> {
-    let processes = profile.processes(run)?;
-    let tree: HashSet<i32> = processes
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| p.pid)
-        .collect();
-    let files = profile.files(run)?;
-    let events = profile.page_events(run)?;
-    let readahead = profile.readahead(run)?;
+fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, Measured> {
     let mut reads: HashMap<FileId, Vec<&coldstart_profile::PageEvent>> = HashMap::new();
-    for event in &events {
-        if event.kind == PageEventKind::Read && tree.contains(&event.pid) {
+    for event in &run.events {
+        if event.kind == PageEventKind::Read && run.tree.contains_key(&event.pid) {
             reads.entry(event.file_id).or_default().push(event);
         }
     }
     let mut decisions: HashMap<FileId, Vec<&Readahead>> = HashMap::new();
-    for decision in &readahead {
+    for decision in readahead {
         decisions
             .entry(decision.file_id)
             .or_default()
             .push(decision);
     }
     let mut out = HashMap::new();
-    for file in &files {
+    for file in &run.files {
         let Some(file_reads) = reads.get(&file.id) else {
             continue;
         };
@@ -528,7 +517,7 @@ fn measured_reads(
             },
         );
     }
-    Ok(out)
+    out
 }
 
 /// The file's loadable segments as mappings, as ld.so maps them: one
