@@ -6,15 +6,15 @@
 use crate::commands::order::{called_functions, module_glob, traces};
 use crate::output::step;
 use anyhow::Context;
+use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::relayout::{CalledFunction, Relayout};
 use coldstart_analyze::{SimulateOptions, simulate};
 use coldstart_binary::OffsetIndex;
 use coldstart_layout::{BalancedOptions, EmitContext, Linker, OrderOptions, Strategy};
-use coldstart_profile::{CacheMode, PageEventKind, Profile, RunId};
+use coldstart_profile::{CacheMode, Profile, RunId};
 use coldstart_record::trace::{TraceOptions, trace};
 use coldstart_sample::{BuildOptions, BuiltApp, build};
 use serde::Serialize;
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// Start-up I/O of the app's two binaries at one readahead setting.
@@ -474,59 +474,49 @@ fn startup_io(
     read_ahead_kb: u64,
 ) -> anyhow::Result<StartupIo> {
     let binaries = [&app.executable, &app.library];
-    let mut text_pages_touched = 0;
-    let page_size = profile.run(Some(demand_run))?.start.page_size.max(1);
-    let tree: HashSet<i32> = profile
-        .processes(demand_run)?
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| p.pid)
-        .collect();
-    let files = profile.files(demand_run)?;
-    let events = profile.page_events(demand_run)?;
-    for binary in binaries {
-        let index = OffsetIndex::from_path(binary)?;
-        let text: Vec<(u64, u64)> = index
-            .sections()
-            .iter()
-            .filter(|s| s.executable)
-            .map(|s| (s.offset / page_size, s.end().div_ceil(page_size)))
-            .collect();
-        let ids: HashSet<i64> = files
-            .iter()
-            .filter(|f| f.path.as_deref() == binary.to_str())
-            .map(|f| f.id)
-            .collect();
-        let mut pages = HashSet::new();
-        for event in &events {
-            if event.kind == PageEventKind::Read
-                && tree.contains(&event.pid)
-                && ids.contains(&event.file_id)
-            {
-                pages.extend(event.page..event.page + event.npages);
-            }
-        }
-        text_pages_touched += pages
-            .iter()
-            .filter(|&&p| text.iter().any(|&(a, b)| (a..b).contains(&p)))
-            .count() as u64;
-    }
-    let (report, _) = coldstart_analyze::analyze(
-        profile,
-        &coldstart_analyze::Options {
-            run: Some(default_run),
-            ..Default::default()
-        },
-    )?;
-    let (mut read_requests, mut bytes_read) = (0, 0);
-    for file in &report.files {
-        if binaries
+    let report_of = |run, pages| {
+        coldstart_analyze::analyze(
+            profile,
+            &coldstart_analyze::Options {
+                run: Some(run),
+                pages,
+                ..Default::default()
+            },
+        )
+        .map(|(report, _)| report)
+    };
+    let ours = |file: &&coldstart_analyze::FileReport| {
+        binaries
             .iter()
             .any(|b| b.to_str() == Some(file.path.as_str()))
-        {
-            read_requests += file.read_requests;
-            bytes_read += file.bytes_read;
-        }
+    };
+    // With readahead off the pages read are the pages touched.
+    let page_size = profile.run(Some(demand_run))?.start.page_size.max(1);
+    let mut text_pages_touched = 0;
+    for file in report_of(demand_run, true)?.files.iter().filter(ours) {
+        let Some(lists) = &file.pages else { continue };
+        let read = PageSet::from_ranges(lists.read.iter().map(|&[a, b]| (a, b - a + 1)).collect());
+        let text = PageSet::from_ranges(
+            OffsetIndex::from_path(Path::new(&file.path))?
+                .sections()
+                .iter()
+                .filter(|s| s.executable)
+                .map(|s| {
+                    let first = s.offset / page_size;
+                    (first, s.end().div_ceil(page_size) - first)
+                })
+                .collect(),
+        );
+        text_pages_touched += text
+            .extents()
+            .iter()
+            .map(|&(a, b)| read.pages_overlapping(a * page_size, b * page_size, page_size))
+            .sum::<u64>();
+    }
+    let (mut read_requests, mut bytes_read) = (0, 0);
+    for file in report_of(default_run, false)?.files.iter().filter(ours) {
+        read_requests += file.read_requests;
+        bytes_read += file.bytes_read;
     }
     Ok(StartupIo {
         read_ahead_kb,
