@@ -25,6 +25,8 @@ pub const RUNTIME_SOURCE: &str = include_str!("../runtime/coldstart_functions.c"
 pub const RUNTIME_HEADER: &str = include_str!("../runtime/coldstart_functions.h");
 /// The newest record format this build reads (the runtime's FORMAT_VERSION).
 pub const FORMAT_VERSION: u32 = 1;
+/// The environment variable naming the directory the runtime writes to.
+pub const DIR_ENV: &str = "COLDSTART_FUNCTIONS_DIR";
 
 /// What can go wrong building the runtime or reading its records.
 #[derive(Debug, thiserror::Error)]

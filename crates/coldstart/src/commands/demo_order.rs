@@ -184,21 +184,8 @@ pub fn order_loop(
     let functions_db = dir.join("functions.db");
     let _ = std::fs::remove_file(&functions_db);
     let mut profile = Profile::create_or_open(&functions_db)?;
-    let records = tempfile::Builder::new()
-        .prefix("coldstart-demo-functions")
-        .tempdir()?;
     let mut launch = crate::commands::demo::sample_launch(&instrumented.executable)?;
-    if launch.identity.switches() {
-        std::os::unix::fs::chown(
-            records.path(),
-            Some(launch.identity.uid),
-            Some(launch.identity.gid),
-        )?;
-    }
-    launch.env.push((
-        "COLDSTART_FUNCTIONS_DIR".into(),
-        records.path().as_os_str().to_owned(),
-    ));
+    let records = crate::commands::trace::records_dir_for(&mut launch)?;
     let interrupted = std::sync::atomic::AtomicBool::new(false);
     let summary = trace(
         &mut profile,

@@ -48,21 +48,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     if !existed && identity.switches() {
         give_to(&args.output, &identity);
     }
-    // The instrumented program writes its records here, as itself.
-    let functions_dir = if args.functions {
-        let dir = tempfile::Builder::new()
-            .prefix("coldstart-functions")
-            .tempdir()
-            .context("creating a directory for the function records")?;
-        if identity.switches() {
-            std::os::unix::fs::chown(dir.path(), Some(identity.uid), Some(identity.gid))
-                .with_context(|| format!("giving {} to the traced user", dir.path().display()))?;
-        }
-        Some(dir)
-    } else {
-        None
-    };
-    let options = TraceOptions {
+    let mut options = TraceOptions {
         launch: LaunchSpec {
             argv: args.command.clone(),
             identity: identity.clone(),
@@ -74,15 +60,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             } else {
                 Forward::Through
             },
-            env: functions_dir
-                .iter()
-                .map(|dir| {
-                    (
-                        "COLDSTART_FUNCTIONS_DIR".into(),
-                        dir.path().as_os_str().to_owned(),
-                    )
-                })
-                .collect(),
+            env: Vec::new(),
         },
         cache,
         evict,
@@ -90,6 +68,11 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         grace: Duration::from_millis(500),
         user_faults: args.user_faults,
         read_ahead_kb: args.read_ahead_kb,
+    };
+    let functions_dir = if args.functions {
+        Some(records_dir_for(&mut options.launch)?)
+    } else {
+        None
     };
     let spinner = output::spinner();
     let summary = trace::trace(
@@ -203,6 +186,28 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         EndReason::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// A fresh directory the instrumented program writes its function records
+/// to, as itself, handed to it through its environment.
+pub(crate) fn records_dir_for(launch: &mut LaunchSpec) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("coldstart-functions")
+        .tempdir()
+        .context("creating a directory for the function records")?;
+    if launch.identity.switches() {
+        std::os::unix::fs::chown(
+            dir.path(),
+            Some(launch.identity.uid),
+            Some(launch.identity.gid),
+        )
+        .with_context(|| format!("giving {} to the traced user", dir.path().display()))?;
+    }
+    launch.env.push((
+        coldstart_record::functions::DIR_ENV.into(),
+        dir.path().as_os_str().to_owned(),
+    ));
+    Ok(dir)
 }
 
 /// Reads the function records the instrumented program left, names the
