@@ -336,7 +336,7 @@ fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u
 
 /// The latest complete run traced with readahead off, else the latest
 /// complete run.
-fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, SimulateError> {
+pub fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, SimulateError> {
     let runs = profile.runs()?;
     let complete = runs.iter().rev().filter(|r| r.complete);
     let chosen = complete

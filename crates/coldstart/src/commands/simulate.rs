@@ -103,9 +103,10 @@ fn traced_path(
     glob: Option<&globset::GlobMatcher>,
     binary: &str,
 ) -> anyhow::Result<String> {
+    // The run the simulation replays, so the path is the one it sees.
     let run = match run {
         Some(id) => profile.run(Some(id))?,
-        None => profile.run(None)?,
+        None => coldstart_analyze::simulate::default_source(profile)?,
     };
     let paths: Vec<String> = profile
         .files(run.id)?
