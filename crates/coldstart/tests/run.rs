@@ -4,6 +4,7 @@
 //! status and signals, and a broken plan never keeps it from starting.
 
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource, format};
+use coldstart_testkit::run_ok;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
@@ -136,19 +137,14 @@ fn with_wait_the_planned_pages_are_resident_when_the_program_starts() {
         let plan = dir.path().join("p.plan");
         write_plan(&plan, vec![data.clone()], &[(0, 100, 64)]);
         // pread waits for each read, so --wait leaves everything read.
-        let out = Command::new(launcher)
-            .args(options)
-            .arg("--plan")
-            .arg(&plan)
-            .arg("--")
-            .arg(&program)
-            .args([&data.path, "100", "64"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{launcher}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_ok(
+            Command::new(launcher)
+                .args(options)
+                .arg("--plan")
+                .arg(&plan)
+                .arg("--")
+                .arg(&program)
+                .args([&data.path, "100", "64"]),
         );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
@@ -166,20 +162,15 @@ fn without_wait_the_prefetch_runs_beside_the_program() {
     let data = cold_file(&dir.path().join("data"), 4096);
     let plan = dir.path().join("p.plan");
     write_plan(&plan, vec![data.clone()], &[(0, 1000, 256), (0, 3000, 256)]);
-    let out = coldstart()
-        .args(["run", "--plan"])
-        .arg(&plan)
-        .arg("--")
-        .arg(&program)
-        .args([&data.path, "3000", "256", "wait"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        coldstart()
+            .args(["run", "--plan"])
+            .arg(&plan)
+            .arg("--")
+            .arg(&program)
+            .args([&data.path, "3000", "256", "wait"]),
     );
+    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("all after"), "{stdout}");
     // The program never touched the file: the pages came from the prefetcher,
     // and only the planned ones (reads in flight settle within 5 s).
@@ -240,13 +231,12 @@ fn the_program_keeps_its_pid_streams_status_and_signals() {
 #[test]
 fn a_broken_plan_or_changed_file_never_stops_the_program() {
     let dir = disk_tempdir();
-    let out = coldstart()
-        .args(["run", "--plan"])
-        .arg(dir.path().join("no-such.plan"))
-        .args(["--", "echo", "started"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = run_ok(
+        coldstart()
+            .args(["run", "--plan"])
+            .arg(dir.path().join("no-such.plan"))
+            .args(["--", "echo", "started"]),
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no-such.plan"), "{stderr}");
@@ -258,13 +248,12 @@ fn a_broken_plan_or_changed_file_never_stops_the_program() {
     planned.size += 1;
     let plan = dir.path().join("p.plan");
     write_plan(&plan, vec![planned], &[(0, 0, 8)]);
-    let out = coldstart()
-        .args(["run", "--wait", "--plan"])
-        .arg(&plan)
-        .args(["--", "echo", "started"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = run_ok(
+        coldstart()
+            .args(["run", "--wait", "--plan"])
+            .arg(&plan)
+            .args(["--", "echo", "started"]),
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -287,18 +276,13 @@ fn the_launcher_script_runs_the_program_through_the_plan() {
     let plan = dir.path().join("p.plan");
     write_plan(&plan, vec![data], &[(0, 0, 8)]);
     let launcher = dir.path().join("launch");
-    let out = coldstart()
-        .args(["run", "--plan"])
-        .arg(&plan)
-        .arg("--write-launcher")
-        .arg(&launcher)
-        .args(["--", "sh", "-c", "echo \"args: $*\"", "it's"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        coldstart()
+            .args(["run", "--plan"])
+            .arg(&plan)
+            .arg("--write-launcher")
+            .arg(&launcher)
+            .args(["--", "sh", "-c", "echo \"args: $*\"", "it's"]),
     );
     // The small wrapper, built beside coldstart, is the one installed.
     let script = std::fs::read_to_string(&launcher).unwrap();
@@ -310,8 +294,7 @@ fn the_launcher_script_runs_the_program_through_the_plan() {
         "{script}"
     );
     assert!(script.contains("\" --plan \"$plan\" -- "), "{script}");
-    let out = Command::new(&launcher).args(["a b", "c"]).output().unwrap();
-    assert!(out.status.success());
+    let out = run_ok(Command::new(&launcher).args(["a b", "c"]));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "args: a b c\n");
     // Without the plan, the program still starts.
     std::fs::remove_file(&plan).unwrap();
