@@ -1,10 +1,10 @@
-//! coldstart's prefetch room: a plan of the file extents a program's start
-//! needs, in the order it needs them, compiled from one or more traced runs
-//! (`compile`), written as diffable text (`format`), and replayed on
-//! background threads while the program starts (`replay`, `launch`).
+//! coldstart's prefetch room, replaying half: a plan of the file extents a
+//! program's start needs, in the order it needs them (`model`), written as
+//! diffable text (`format`), and replayed on background threads while the
+//! program starts (`replay`, `launch`). Plans are compiled from profiles by
+//! `coldstart-plan`, kept apart so that this crate reads no profile.
 
 pub mod calibrate;
-pub mod compile;
 pub mod format;
 pub mod launch;
 pub mod model;

@@ -435,7 +435,7 @@ fn plan_from_trace(
     run: coldstart_profile::RunId,
     dir: &std::path::Path,
 ) -> anyhow::Result<(PathBuf, coldstart_prefetch::Plan)> {
-    use coldstart_prefetch::compile::{CompileOptions, compile};
+    use coldstart_plan::compile::{CompileOptions, compile};
     let opened = coldstart_profile::Profile::open(profile)?;
     let compiled = compile(
         &opened,

@@ -4,8 +4,8 @@
 use crate::args::PlanArgs;
 use crate::output;
 use anyhow::{Context, bail};
+use coldstart_plan::compile::{self, CompileOptions, Compiled};
 use coldstart_prefetch::calibrate::{self, Calibration};
-use coldstart_prefetch::compile::{self, CompileOptions, Compiled};
 use coldstart_prefetch::format;
 use coldstart_profile::Profile;
 use coldstart_report::table::human_bytes;

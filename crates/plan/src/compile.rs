@@ -17,7 +17,7 @@
 //! touches, read() accesses and fault-around mappings count; the mappings
 //! make that a superset of the touched pages, which readahead off avoids.
 
-use crate::model::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
+use coldstart_prefetch::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
 use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};

@@ -2,7 +2,7 @@
 //! identities are known: the extents, their order, the pooling threshold,
 //! changed files and the size cap come out as documented.
 
-use coldstart_prefetch::compile::{CompileOptions, compile, threshold};
+use coldstart_plan::compile::{CompileOptions, compile, threshold};
 use coldstart_prefetch::{Extent, PlanFile};
 use coldstart_profile::{
     Batch, CacheMode, EndReason, Mark, NewFile, PageEvent, PageEventKind, Process, Profile, RunEnd,
