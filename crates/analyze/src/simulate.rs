@@ -9,6 +9,7 @@
 //! shaped by its own readahead (pages fault-around mapped never fault), so
 //! the prediction says so.
 
+use crate::loaded::{LoadedRun, event_pages};
 use crate::pages::{self, PageSet};
 use crate::readahead::{
     Access, AccessKind, Decision, FileSimulation, KernelSettings, Mapping, Prediction,
@@ -170,32 +171,33 @@ pub fn simulate(
         .unwrap_or(65536);
     let settings = KernelSettings::new(read_ahead_kb, fault_around_bytes, page_size);
 
-    let source_events = RunEvents::load(profile, source.id)?;
-    let against_events = options
+    let against = options
         .against
-        .map(|run| RunEvents::load(profile, run))
+        .map(|run| LoadedRun::load(profile, Some(run)))
         .transpose()?;
-    let streams = access_streams(&source_events, source.start.read_ahead_kb == Some(0));
+    let source = LoadedRun::load_rows(profile, source)?;
+    let streams = access_streams(&source);
     // Pages other processes (coldstart itself, shared libraries it uses)
     // had cached: the comparison run's when there is one, as its
     // measurement started from that state.
-    let preloaded = cached_by_others(against_events.as_ref().unwrap_or(&source_events));
-    let measured = match (options.against, &against_events) {
-        (Some(against), Some(events)) => {
-            let run = profile.run(Some(against))?;
-            if run
+    let preloaded = cached_by_others(against.as_ref().unwrap_or(&source));
+    let measured = match &against {
+        Some(against) => {
+            if against
+                .run
                 .start
                 .read_ahead_kb
                 .is_some_and(|kb| kb != read_ahead_kb)
             {
                 warnings.push(format!(
-                    "run {against} was traced with read_ahead_kb {}, not the {read_ahead_kb} predicted for",
-                    run.start.read_ahead_kb.unwrap_or_default()
+                    "run {} was traced with read_ahead_kb {}, not the {read_ahead_kb} predicted for",
+                    against.id(),
+                    against.run.start.read_ahead_kb.unwrap_or_default()
                 ));
             }
-            Some(measured_reads(events, &profile.readahead(against)?))
+            Some(measured_reads(against))
         }
-        _ => None,
+        None => None,
     };
 
     let mut files = Vec::new();
@@ -255,7 +257,8 @@ pub fn simulate(
         if !files.iter().any(|f| f.path == relayout.path) {
             return Err(SimulateError::Input(format!(
                 "run {} never touched {}: nothing to predict for its new layout",
-                source.id, relayout.path
+                source.id(),
+                relayout.path
             )));
         }
     }
@@ -271,8 +274,8 @@ pub fn simulate(
     let totals = totals(&files, measured.is_some());
     Ok(SimulationReport {
         profile: profile.path().display().to_string(),
-        source_run: source.id,
-        source_read_ahead_kb: source.start.read_ahead_kb,
+        source_run: source.id(),
+        source_read_ahead_kb: source.run.start.read_ahead_kb,
         read_ahead_kb,
         fault_around_bytes,
         page_size,
@@ -360,54 +363,48 @@ struct Stream {
     accesses: Vec<(i64, Access)>,
 }
 
-/// One run's page events, its traced tree and its files, read once.
-struct RunEvents {
-    /// Tree task -> its process (thread group).
-    tree: HashMap<i32, i32>,
-    files: Vec<coldstart_profile::File>,
-    events: Vec<coldstart_profile::PageEvent>,
-}
-
-impl RunEvents {
-    fn load(profile: &Profile, run: RunId) -> Result<RunEvents, SimulateError> {
-        Ok(RunEvents {
-            tree: profile
-                .processes(run)?
-                .iter()
-                .filter(|p| p.in_tree)
-                .map(|p| (p.pid, p.tgid.unwrap_or(p.pid)))
-                .collect(),
-            files: profile.files(run)?,
-            events: profile.page_events(run)?,
-        })
-    }
-}
-
-/// With `explicit_reads` (a run with readahead off), a page the tree read
+/// Each file's accesses by the traced tree: the events that touched its
+/// pages ([`LoadedRun::touches`]). With readahead off, a page the tree read
 /// that no fault or read() demanded first was asked for explicitly
-/// (madvise, fadvise, readahead(2)); with readahead on, such pages are
-/// readahead's own.
-fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
+/// (madvise, fadvise, readahead(2)); with readahead on, reads are
+/// readahead's own and not accesses.
+fn access_streams(run: &LoadedRun) -> Vec<Stream> {
     // Per file: its accesses, and the pages demanded so far.
     type Demanded = (Vec<(i64, Access)>, HashSet<u64>);
     let mut by_file: HashMap<FileId, Demanded> = HashMap::new();
     for event in &run.events {
-        let Some(&process) = run.tree.get(&event.pid) else {
+        let Some(process) = run.tree_process(event.pid) else {
             continue;
         };
+        // Every file the tree used gets a stream, even one it only mapped.
         let (accesses, demanded) = by_file.entry(event.file_id).or_default();
+        if !run.touches(event) {
+            continue;
+        }
+        let pages = event_pages(event);
         let kind = match event.kind {
             PageEventKind::Fault | PageEventKind::Touch => {
-                demanded.insert(event.page);
-                AccessKind::Fault
+                // One fault per page (the recorder writes one page).
+                for page in pages {
+                    demanded.insert(page);
+                    accesses.push((
+                        event.t_ns,
+                        Access {
+                            process,
+                            page,
+                            kind: AccessKind::Fault,
+                        },
+                    ));
+                }
+                continue;
             }
             PageEventKind::Access => {
-                demanded.extend(event.page..event.page + event.npages);
+                demanded.extend(pages);
                 AccessKind::Read {
                     pages: event.npages,
                 }
             }
-            PageEventKind::Read if explicit_reads && !demanded.contains(&event.page) => {
+            PageEventKind::Read if !demanded.contains(&event.page) => {
                 if let Some((
                     _,
                     Access {
@@ -417,9 +414,9 @@ fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
                     },
                 )) = accesses.last_mut()
                     && *last_process == process
-                    && *page + *pages == event.page
+                    && page.saturating_add(*pages) == event.page
                 {
-                    *pages += event.npages;
+                    *pages = pages.saturating_add(event.npages);
                     continue;
                 }
                 AccessKind::Prefetch {
@@ -455,21 +452,21 @@ fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
 /// during a run, by path: pages other processes read (coldstart itself,
 /// libraries it shares with the program), and pages the tree touched that
 /// never entered the cache while it ran, so were cached before it started.
-fn cached_by_others(run: &RunEvents) -> HashMap<String, Vec<(u64, u64)>> {
+fn cached_by_others(run: &LoadedRun) -> HashMap<String, Vec<(u64, u64)>> {
     let mut read: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     let mut touched: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     let mut out: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     for event in &run.events {
-        let in_tree = run.tree.contains_key(&event.pid);
+        let in_tree = run.in_tree(event.pid);
         match event.kind {
             PageEventKind::Read if in_tree => read.entry(event.file_id).or_default(),
             PageEventKind::Read => out.entry(event.file_id).or_default(),
-            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch if in_tree => {
-                touched.entry(event.file_id).or_default()
-            }
+            // Touched reads (readahead off) were taken above: they entered
+            // the cache while the tree ran.
+            _ if in_tree && run.touches(event) => touched.entry(event.file_id).or_default(),
             _ => continue,
         }
-        .push((event.page, event.npages));
+        .push(range_of(event));
     }
     for (file, ranges) in touched {
         let read = PageSet::from_ranges(read.remove(&file).unwrap_or_default());
@@ -488,15 +485,15 @@ fn cached_by_others(run: &RunEvents) -> HashMap<String, Vec<(u64, u64)>> {
 
 /// Pages each file's page cache took in during a run, by path, and the
 /// read requests that took (counted as `coldstart report` counts them).
-fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, Measured> {
+fn measured_reads(run: &LoadedRun) -> HashMap<String, Measured> {
     let mut reads: HashMap<FileId, Vec<&coldstart_profile::PageEvent>> = HashMap::new();
-    for event in &run.events {
-        if event.kind == PageEventKind::Read && run.tree.contains_key(&event.pid) {
+    for event in run.tree_events() {
+        if event.kind == PageEventKind::Read {
             reads.entry(event.file_id).or_default().push(event);
         }
     }
     let mut decisions: HashMap<FileId, Vec<&Readahead>> = HashMap::new();
-    for decision in readahead {
+    for decision in &run.readahead {
         decisions
             .entry(decision.file_id)
             .or_default()
@@ -507,7 +504,7 @@ fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, M
         let Some(file_reads) = reads.get(&file.id) else {
             continue;
         };
-        let set = PageSet::from_ranges(file_reads.iter().map(|e| (e.page, e.npages)).collect());
+        let set = PageSet::from_ranges(file_reads.iter().map(|e| range_of(e)).collect());
         let ra = decisions.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
         out.insert(
             label(file),
@@ -518,6 +515,12 @@ fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, M
         );
     }
     out
+}
+
+/// An event's pages as (first page, count).
+fn range_of(event: &coldstart_profile::PageEvent) -> (u64, u64) {
+    let pages = event_pages(event);
+    (pages.start, pages.end - pages.start)
 }
 
 /// The file's loadable segments as mappings, as ld.so maps them: one

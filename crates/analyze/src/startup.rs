@@ -10,9 +10,10 @@
 //! bytes of the touched pages), and symbols on one page share a rank,
 //! broken by file offset.
 
+use crate::loaded::{LoadedRun, event_pages, page_offset};
 use crate::run::label;
 use coldstart_binary::{OffsetIndex, SymbolKind};
-use coldstart_profile::{PageEventKind, Profile, RunId};
+use coldstart_profile::{Profile, RunId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -40,26 +41,24 @@ pub struct TouchedSymbols {
     pub symbols: Vec<TouchedSymbol>,
 }
 
-/// Pages of `path` the tree of `run` touched (faults, read(), user faults;
-/// with readahead off also pages read), in first-touch order, mapped to
-/// the symbols of `index`.
+/// Pages of `path` the tree of `run` touched (see
+/// [`LoadedRun::touches`]), in first-touch order, mapped to the symbols of
+/// `index`.
 pub fn touched_symbols(
     profile: &Profile,
     run: RunId,
     path: &str,
     index: &OffsetIndex,
 ) -> Result<TouchedSymbols, coldstart_profile::Error> {
-    let info = profile.run(Some(run))?;
-    let page_size = info.start.page_size.max(1);
-    let demand_reads = info.start.read_ahead_kb == Some(0);
-    let tree: HashSet<i32> = profile
-        .processes(run)?
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| p.pid)
-        .collect();
-    let ids: HashSet<i64> = profile
-        .files(run)?
+    let loaded = LoadedRun::load(profile, Some(run))?;
+    Ok(touched_symbols_of(&loaded, path, index))
+}
+
+/// [`touched_symbols`] of a run already loaded.
+pub fn touched_symbols_of(loaded: &LoadedRun, path: &str, index: &OffsetIndex) -> TouchedSymbols {
+    let page_size = loaded.page_size();
+    let ids: HashSet<i64> = loaded
+        .files
         .iter()
         .filter(|f| label(f) == path)
         .map(|f| f.id)
@@ -67,29 +66,18 @@ pub fn touched_symbols(
     let mut seen_pages = HashSet::new();
     let mut seen_symbols = HashSet::new();
     let mut symbols = Vec::new();
-    for event in profile.page_events(run)? {
-        if !ids.contains(&event.file_id) || !tree.contains(&event.pid) {
+    for event in loaded.tree_events() {
+        if !ids.contains(&event.file_id) || !loaded.touches(event) {
             continue;
         }
-        let touch = match event.kind {
-            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => true,
-            PageEventKind::Read => demand_reads,
-            PageEventKind::Map | PageEventKind::Evict => false,
-        };
-        if !touch {
-            continue;
-        }
-        let npages = if event.kind == PageEventKind::Fault {
-            1
-        } else {
-            event.npages
-        };
-        for page in event.page..event.page + npages {
+        for page in event_pages(event) {
             if !seen_pages.insert(page) {
                 continue;
             }
             let rank = seen_pages.len() as u64 - 1;
-            for symbol in index.symbols_in(page * page_size, (page + 1) * page_size) {
+            let start = page_offset(page, page_size);
+            let end = page_offset(page.saturating_add(1), page_size);
+            for symbol in index.symbols_in(start, end) {
                 if seen_symbols.insert(symbol.offset) {
                     symbols.push(TouchedSymbol {
                         raw_name: symbol.raw_name.clone(),
@@ -103,12 +91,12 @@ pub fn touched_symbols(
             }
         }
     }
-    Ok(TouchedSymbols {
-        run,
+    TouchedSymbols {
+        run: loaded.id(),
         path: path.to_string(),
         pages_touched: seen_pages.len() as u64,
         symbols,
-    })
+    }
 }
 
 /// A function a process called, placed in the plain build.
