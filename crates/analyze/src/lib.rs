@@ -6,6 +6,7 @@
 pub mod loaded;
 pub mod model;
 pub mod pages;
+pub mod plain;
 pub mod readahead;
 pub mod relayout;
 pub mod run;

@@ -11,11 +11,12 @@
 //! broken by file offset.
 
 use crate::loaded::{LoadedRun, event_pages, page_offset};
+use crate::plain::{Placement, PlainBuild};
 use crate::run::label;
 use coldstart_binary::{OffsetIndex, SymbolKind};
 use coldstart_profile::{Profile, RunId};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// A symbol on a touched page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -102,6 +103,8 @@ pub fn touched_symbols_of(loaded: &LoadedRun, path: &str, index: &OffsetIndex) -
 /// A function a process called, placed in the plain build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CalledSymbol {
+    /// Its name in the plain build: the recorded name, or that name
+    /// without a clone suffix when only that is in the plain build.
     pub raw_name: String,
     pub kind: SymbolKind,
     /// File offset and size in the plain build.
@@ -112,6 +115,9 @@ pub struct CalledSymbol {
     /// First call, ns after the program started.
     pub first_t_ns: i64,
     pub calls: u64,
+    /// Found only after dropping a gcc clone suffix (`.isra.0`,
+    /// `.constprop.0`, `.part.0`...) from the recorded name.
+    pub by_base_name: bool,
 }
 
 /// One run's function records for one binary.
@@ -119,26 +125,25 @@ pub struct CalledSymbol {
 pub struct CalledSymbols {
     /// Per process (by pid), the functions in first-call order.
     pub processes: Vec<(i32, Vec<CalledSymbol>)>,
-    /// Recorded names the plain build has no sized symbol for (inlined
-    /// away in it, or instrumentation-only).
+    /// Records whose name the plain build has no function of, not even
+    /// without a clone suffix (inlined away in it, or instrumentation-only).
     pub not_in_binary: u64,
+    /// Recorded names the plain build has several functions of (local
+    /// symbols of different files), left unplaced; each name once.
+    pub ambiguous: Vec<String>,
 }
 
 /// The functions `run`'s records say were called in traced files `module`
-/// matches (an instrumented build of the binary), looked up by name in
-/// `index`, the plain build: instrumentation changes code size and
-/// inlining, so only names carry over.
+/// matches (an instrumented build of the binary), placed by name in
+/// `index`, the plain build (see [`PlainBuild::place`]): instrumentation
+/// changes code size and inlining, so only names carry over.
 pub fn called_symbols(
     profile: &Profile,
     run: RunId,
     index: &OffsetIndex,
     module: &globset::GlobMatcher,
 ) -> Result<CalledSymbols, coldstart_profile::Error> {
-    let symbols: HashMap<&str, &coldstart_binary::SymbolSpan> = index
-        .symbols()
-        .iter()
-        .map(|s| (s.raw_name.as_str(), s))
-        .collect();
+    let plain = PlainBuild::new(index);
     let files: HashSet<i64> = profile
         .files(run)?
         .into_iter()
@@ -154,18 +159,30 @@ pub fn called_symbols(
         let Some(name) = function.symbol else {
             continue;
         };
-        match symbols.get(name.as_str()) {
-            Some(symbol) => by_pid.entry(function.pid).or_default().push(CalledSymbol {
-                kind: symbol.kind,
-                offset: symbol.offset,
-                size: symbol.size,
-                raw_name: name,
-                first_seq: function.first_seq,
-                first_t_ns: function.first_t_ns,
-                calls: function.calls,
-            }),
-            None => out.not_in_binary += 1,
-        }
+        let (symbol, by_base_name) = match plain.place(&name) {
+            Placement::Exact(symbol) => (symbol, false),
+            Placement::ByBaseName(symbol) => (symbol, true),
+            Placement::Ambiguous => {
+                if !out.ambiguous.contains(&name) {
+                    out.ambiguous.push(name);
+                }
+                continue;
+            }
+            Placement::Missing => {
+                out.not_in_binary += 1;
+                continue;
+            }
+        };
+        by_pid.entry(function.pid).or_default().push(CalledSymbol {
+            raw_name: symbol.raw_name.clone(),
+            kind: symbol.kind,
+            offset: symbol.offset,
+            size: symbol.size,
+            first_seq: function.first_seq,
+            first_t_ns: function.first_t_ns,
+            calls: function.calls,
+            by_base_name,
+        });
     }
     out.processes = by_pid.into_iter().collect();
     Ok(out)
