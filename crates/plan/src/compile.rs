@@ -27,6 +27,27 @@ use std::collections::HashMap;
 
 const _: () = assert!(FORMAT_VERSION == 1);
 
+/// A page is planned when at least this fraction of the runs needed it.
+/// Low: a page the plan misses costs the program a synchronous read and the
+/// kernel's readahead window around it, a page too many costs one page of
+/// reading.
+pub const DEFAULT_MIN_FRACTION: f64 = 0.25;
+
+/// Extents of a file at most this many bytes apart are merged into one
+/// read. Measured on this project's machine kind (virtio disk, 2 CPUs)
+/// with `plan --calibrate` on libxul.so, three times each: with 2 reads in
+/// flight (`run`'s default threads there) a cold 4 KiB read cost 21 µs of
+/// the device's time and sequential reads ran at 0.8-2.2 GB/s, so one more
+/// request costs as much as reading 16-44 KiB more; with 8 in flight, 15-19
+/// µs and 8-28 KiB. The low end is taken: every merged gap is read for
+/// nothing, and the time measured on Firefox ESR did not tell 0, 16 and 64
+/// KiB apart.
+pub const DEFAULT_MERGE_GAP_BYTES: u64 = 16 << 10;
+
+/// Extents longer than this many bytes are split, so one read does not
+/// hold back the extents needed after it.
+pub const DEFAULT_MAX_EXTENT_BYTES: u64 = 4 << 20;
+
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
     /// Runs to pool; `None` pools every complete run.
@@ -43,15 +64,26 @@ pub struct CompileOptions {
     pub max_bytes: Option<u64>,
 }
 
-impl Default for CompileOptions {
-    fn default() -> Self {
+impl CompileOptions {
+    /// The defaults for pages of `page_size` bytes (the profile's): the
+    /// byte defaults above in whole pages, an extent at least one page.
+    pub fn for_page_size(page_size: u64) -> CompileOptions {
+        let page_size = page_size.max(1);
         CompileOptions {
             runs: None,
-            min_fraction: 0.25,
-            merge_gap_pages: 4,
-            max_extent_pages: 1024,
+            min_fraction: DEFAULT_MIN_FRACTION,
+            merge_gap_pages: DEFAULT_MERGE_GAP_BYTES / page_size,
+            max_extent_pages: (DEFAULT_MAX_EXTENT_BYTES / page_size).max(1),
             max_bytes: None,
         }
+    }
+}
+
+impl Default for CompileOptions {
+    /// The defaults for 4 KiB pages; [`CompileOptions::for_page_size`] for
+    /// a profile of another page size.
+    fn default() -> Self {
+        CompileOptions::for_page_size(4096)
     }
 }
 
@@ -616,4 +648,31 @@ fn build_extents(
         start = end;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_defaults_are_whole_pages_of_any_size() {
+        // 16 KiB gap and 4 MiB extents: 4 and 1024 pages of 4 KiB, 1 and
+        // 256 of 16 KiB, 0 and 64 of 64 KiB.
+        for (page_size, gap, extent) in [(4096, 4, 1024), (16384, 1, 256), (65536, 0, 64)] {
+            let options = CompileOptions::for_page_size(page_size);
+            assert_eq!(
+                (options.merge_gap_pages, options.max_extent_pages),
+                (gap, extent),
+                "{page_size}"
+            );
+            assert_eq!(options.min_fraction, 0.25);
+        }
+        let default = CompileOptions::default();
+        assert_eq!(
+            (default.merge_gap_pages, default.max_extent_pages),
+            (4, 1024)
+        );
+        // An extent is at least one page, however large the pages.
+        assert_eq!(CompileOptions::for_page_size(8 << 20).max_extent_pages, 1);
+    }
 }
