@@ -5,6 +5,7 @@
 //! [`LoadedRun`] rather than each deciding these again.
 
 use crate::pages::PageSet;
+use crate::run::label;
 use coldstart_profile::{
     File, FileId, Mark, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
 };
@@ -43,6 +44,12 @@ pub fn is_touch(kind: PageEventKind, demand_reads: bool) -> bool {
         PageEventKind::Read => demand_reads,
         PageEventKind::Map | PageEventKind::Evict => false,
     }
+}
+
+/// Whether `run` was traced with readahead off (`read_ahead_kb` 0): then
+/// the kernel read only the pages faults and read() demanded.
+pub fn demand_reads(run: &Run) -> bool {
+    run.start.read_ahead_kb == Some(0)
 }
 
 /// Everything a profile holds about one run.
@@ -130,10 +137,9 @@ impl LoadedRun {
         self.run.start.page_size.max(1)
     }
 
-    /// Whether the run was traced with readahead off (`read_ahead_kb` 0):
-    /// then the kernel read only the pages faults and read() demanded.
+    /// Whether the run was traced with readahead off ([`demand_reads`]).
     pub fn demand_reads(&self) -> bool {
-        self.run.start.read_ahead_kb == Some(0)
+        demand_reads(&self.run)
     }
 
     /// When the program said it was ready (the earliest `ready` mark), ns
@@ -166,6 +172,15 @@ impl LoadedRun {
     /// Events of the traced tree, in time order.
     pub fn tree_events(&self) -> impl Iterator<Item = &PageEvent> {
         self.events.iter().filter(|e| self.in_tree(e.pid))
+    }
+
+    /// The ids of the run's files labelled `path` (several when the path
+    /// named another inode during the run).
+    pub fn file_ids_at<'a>(&'a self, path: &'a str) -> impl Iterator<Item = FileId> + 'a {
+        self.files
+            .iter()
+            .filter(move |f| label(f) == path)
+            .map(|f| f.id)
     }
 
     /// Pages of file `file` the traced tree touched.
@@ -311,6 +326,9 @@ mod tests {
         assert!(tree.contains(&TREE) && tree.contains(&THREAD) && tree.contains(&CHILD));
         let times: Vec<i64> = loaded.tree_events().map(|e| e.t_ns).collect();
         assert_eq!(times, [10, 11, 12, 13, 14, 15]);
+        let ids: Vec<FileId> = loaded.file_ids_at("/lib/a.so").collect();
+        assert_eq!(ids, [loaded.files[0].id]);
+        assert_eq!(loaded.file_ids_at("/lib/b.so").count(), 0);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! shaped by its own readahead (pages fault-around mapped never fault), so
 //! the prediction says so.
 
-use crate::loaded::{LoadedRun, event_pages};
+use crate::loaded::{LoadedRun, demand_reads, event_pages};
 use crate::pages::{self, PageSet};
 use crate::readahead::{
     Access, AccessKind, Decision, FileSimulation, KernelSettings, Mapping, Prediction,
@@ -133,7 +133,7 @@ pub fn simulate(
     };
     let page_size = source.start.page_size.max(1);
     let mut warnings = Vec::new();
-    if source.start.read_ahead_kb != Some(0) {
+    if !demand_reads(&source) {
         warnings.push(format!(
             "run {} was traced with read_ahead_kb {}: its faults are shaped by that readahead \
              (pages fault-around mapped never fault), so predictions lean on it; trace once \
@@ -344,7 +344,7 @@ pub fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, Simul
     let complete = runs.iter().rev().filter(|r| r.complete);
     let chosen = complete
         .clone()
-        .find(|r| r.start.read_ahead_kb == Some(0))
+        .find(|r| demand_reads(r))
         .or_else(|| runs.iter().rev().find(|r| r.complete));
     match chosen {
         Some(run) => Ok(run.clone()),

@@ -12,7 +12,6 @@
 
 use crate::loaded::{LoadedRun, event_pages, page_offset};
 use crate::plain::{Placement, PlainBuild};
-use crate::run::label;
 use coldstart_binary::{OffsetIndex, SymbolKind};
 use coldstart_profile::{Profile, RunId};
 use serde::Serialize;
@@ -58,12 +57,7 @@ pub fn touched_symbols(
 /// [`touched_symbols`] of a run already loaded.
 pub fn touched_symbols_of(loaded: &LoadedRun, path: &str, index: &OffsetIndex) -> TouchedSymbols {
     let page_size = loaded.page_size();
-    let ids: HashSet<i64> = loaded
-        .files
-        .iter()
-        .filter(|f| label(f) == path)
-        .map(|f| f.id)
-        .collect();
+    let ids: HashSet<i64> = loaded.file_ids_at(path).collect();
     let mut seen_pages = HashSet::new();
     let mut seen_symbols = HashSet::new();
     let mut symbols = Vec::new();

@@ -19,7 +19,7 @@
 //! Which processes are the tree, when a run was ready and which events are
 //! touches are the analyze room's ([`LoadedRun`]), as for every report.
 
-use coldstart_analyze::loaded::{LoadedRun, event_pages, is_touch};
+use coldstart_analyze::loaded::{LoadedRun, demand_reads, event_pages, is_touch};
 use coldstart_prefetch::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
 use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
 use serde::Serialize;
@@ -186,7 +186,7 @@ pub fn compile(
     let page_size = common_page_size(&runs)?;
     let mut warnings = Vec::new();
     let mut stats = CompileStats::default();
-    let demand = runs.iter().all(|r| r.start.read_ahead_kb == Some(0));
+    let demand = runs.iter().all(demand_reads);
     if !demand {
         warnings.push(
             "some runs were traced with readahead on, so the plan counts fault-around mappings as needed \
