@@ -10,7 +10,7 @@ use crate::model::*;
 use crate::pages::{self, PageSet, Request};
 use coldstart_binary::OffsetIndex;
 use coldstart_profile::{
-    File, FileId, PageEvent, PageEventKind, Process, Profile, Readahead, RunId,
+    File, FileId, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
 };
 use globset::GlobMatcher;
 use std::collections::HashMap;
@@ -58,7 +58,6 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
     let mut reports = Vec::new();
     let mut outside = Vec::new();
     let mut timelines = Vec::new();
-    let mut warnings = Vec::new();
     for file in &loaded.files {
         let label = label(file);
         if let Some(glob) = &options.file
@@ -95,30 +94,8 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
         reports.push(report);
         timelines.push(timeline);
     }
-    // Biggest readers first; the timeline follows the same order.
-    let mut order: Vec<usize> = (0..reports.len()).collect();
-    order.sort_by(|&a, &b| {
-        reports[b]
-            .bytes_read
-            .cmp(&reports[a].bytes_read)
-            .then(reports[b].bytes_touched.cmp(&reports[a].bytes_touched))
-            .then(reports[a].path.cmp(&reports[b].path))
-    });
-    let mut slots: Vec<Option<(FileReport, FileTimeline)>> =
-        reports.into_iter().zip(timelines).map(Some).collect();
-    let (reports, timelines): (Vec<FileReport>, Vec<FileTimeline>) =
-        order.iter().filter_map(|&i| slots[i].take()).unzip();
+    let (reports, timelines) = biggest_readers_first(reports, timelines);
     outside.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
-
-    if run.lost_events > 0 {
-        warnings.push(format!(
-            "the kernel dropped {} trace events: figures are lower bounds; trace again with a bigger --buffer-mb",
-            run.lost_events
-        ));
-    }
-    if !run.complete {
-        warnings.push("this run was not completed (coldstart was killed while recording)".into());
-    }
     let ready_ns = loaded.ready_ns();
     let process_infos: Vec<ProcessInfo> = loaded.tree_processes().cloned().collect();
     let totals = totals(&reports);
@@ -129,7 +106,7 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
         files: reports,
         outside_files: outside,
         processes: process_infos.clone(),
-        warnings,
+        warnings: run_warnings(run),
     };
     let timeline = Timeline {
         page_size,
@@ -139,6 +116,40 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
         processes: process_infos,
     };
     (report, timeline)
+}
+
+/// The files' reports biggest readers first (then most touched, then by
+/// path), their timelines in the same order.
+fn biggest_readers_first(
+    reports: Vec<FileReport>,
+    timelines: Vec<FileTimeline>,
+) -> (Vec<FileReport>, Vec<FileTimeline>) {
+    let mut order: Vec<usize> = (0..reports.len()).collect();
+    order.sort_by(|&a, &b| {
+        reports[b]
+            .bytes_read
+            .cmp(&reports[a].bytes_read)
+            .then(reports[b].bytes_touched.cmp(&reports[a].bytes_touched))
+            .then(reports[a].path.cmp(&reports[b].path))
+    });
+    let mut slots: Vec<Option<(FileReport, FileTimeline)>> =
+        reports.into_iter().zip(timelines).map(Some).collect();
+    order.iter().filter_map(|&i| slots[i].take()).unzip()
+}
+
+/// What the user should know about how the run was recorded.
+fn run_warnings(run: &Run) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if run.lost_events > 0 {
+        warnings.push(format!(
+            "the kernel dropped {} trace events: figures are lower bounds; trace again with a bigger --buffer-mb",
+            run.lost_events
+        ));
+    }
+    if !run.complete {
+        warnings.push("this run was not completed (coldstart was killed while recording)".into());
+    }
+    warnings
 }
 
 fn run_info(loaded: &LoadedRun) -> RunInfo {
@@ -293,43 +304,37 @@ fn file_report(
             accessed: accessed.inclusive(),
         }),
     };
-    let mut bands = Vec::new();
-    if options.attribute {
-        match open_index(file) {
-            Ok(index) => {
-                let touches: Vec<&PageEvent> =
-                    tree.iter().copied().filter(|e| loaded.touches(e)).collect();
-                attribute(
-                    &mut report,
-                    &index,
-                    &Sets {
-                        read: &read,
-                        faulted: &faulted,
-                        mapped: &mapped,
-                        touched: &touched,
-                    },
-                    &touches,
-                    page_size,
-                );
-                bands = index
-                    .sections()
-                    .iter()
-                    .map(|s| Band {
-                        name: s.name.clone(),
-                        offset: s.offset,
-                        size: s.size,
-                    })
-                    .collect();
-            }
-            Err(note) => report.attribution = Some(note),
-        }
-    }
+    let sets = Sets {
+        read: &read,
+        faulted: &faulted,
+        mapped: &mapped,
+        touched: &touched,
+    };
+    let bands = if options.attribute {
+        attribute_file(&mut report, loaded, file, tree, &sets)
+    } else {
+        Vec::new()
+    };
+    let timeline = file_timeline(file, label, tree, &requests, bands, page_size);
+    (report, timeline)
+}
+
+/// One file's events, read requests and sections as the timeline draws
+/// them; the file as long as its size or its highest event.
+fn file_timeline(
+    file: &File,
+    label: String,
+    tree: &[&PageEvent],
+    requests: &[Request],
+    sections: Vec<Band>,
+    page_size: u64,
+) -> FileTimeline {
     let highest = tree
         .iter()
         .map(|e| page_offset(event_pages(e).end, page_size))
         .max()
         .unwrap_or(0);
-    let timeline = FileTimeline {
+    FileTimeline {
         path: label,
         size: file.size.unwrap_or(0).max(highest),
         points: tree
@@ -343,9 +348,8 @@ fn file_report(
             })
             .collect(),
         requests: requests.iter().map(request_of).collect(),
-        sections: bands,
-    };
-    (report, timeline)
+        sections,
+    }
 }
 
 fn request_of(r: &Request) -> ReadRequest {
@@ -385,6 +389,36 @@ fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
         }
     })?;
     Ok(index)
+}
+
+/// Attributes the file's pages to its ELF sections and symbols, when it is
+/// still the file traced and can be read (else says why in the report);
+/// the sections as timeline bands.
+fn attribute_file(
+    report: &mut FileReport,
+    loaded: &LoadedRun,
+    file: &File,
+    tree: &[&PageEvent],
+    sets: &Sets<'_>,
+) -> Vec<Band> {
+    let index = match open_index(file) {
+        Ok(index) => index,
+        Err(note) => {
+            report.attribution = Some(note);
+            return Vec::new();
+        }
+    };
+    let touches: Vec<&PageEvent> = tree.iter().copied().filter(|e| loaded.touches(e)).collect();
+    attribute(report, &index, sets, &touches, loaded.page_size());
+    index
+        .sections()
+        .iter()
+        .map(|s| Band {
+            name: s.name.clone(),
+            offset: s.offset,
+            size: s.size,
+        })
+        .collect()
 }
 
 struct Sets<'a> {
@@ -444,6 +478,18 @@ fn attribute(
         })
         .collect();
 
+    report.sections = Some(section_rows(index, sets, &per_section_symbols, page_size));
+}
+
+/// One row per ELF section, and one for the bytes no section claims
+/// (headers, padding, section tables), so the rows add up to the file.
+fn section_rows(
+    index: &OffsetIndex,
+    sets: &Sets<'_>,
+    per_section_symbols: &[u64],
+    page_size: u64,
+) -> Vec<SectionReport> {
+    let sections = index.sections();
     let file_size = index.file_size();
     let row = |name: String, ranges: &[(u64, u64)], symbols: u64| {
         let bytes = |set: &PageSet| {
@@ -482,8 +528,6 @@ fn attribute(
             )
         })
         .collect();
-    // Bytes no section claims (headers, padding, section tables), so the
-    // rows add up to the file.
     let mut gaps = Vec::new();
     let mut cursor = 0;
     let mut spans: Vec<(u64, u64)> = sections
@@ -503,7 +547,7 @@ fn attribute(
     if !gaps.is_empty() {
         rows.push(row("[outside sections]".into(), &gaps, 0));
     }
-    report.sections = Some(rows);
+    rows
 }
 
 fn totals(files: &[FileReport]) -> Totals {

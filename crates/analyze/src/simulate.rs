@@ -133,42 +133,8 @@ pub fn simulate(
     };
     let page_size = source.start.page_size.max(1);
     let mut warnings = Vec::new();
-    if !demand_reads(&source) {
-        warnings.push(format!(
-            "run {} was traced with read_ahead_kb {}: its faults are shaped by that readahead \
-             (pages fault-around mapped never fault), so predictions lean on it; trace once \
-             with --read-ahead-kb 0 for the pages the program really demands",
-            source.id,
-            source
-                .start
-                .read_ahead_kb
-                .map_or("unknown".to_string(), |kb| kb.to_string())
-        ));
-    }
-    let read_ahead_kb = match (options.read_ahead_kb, options.against) {
-        (Some(kb), _) => kb,
-        (None, Some(against)) => {
-            profile
-                .run(Some(against))?
-                .start
-                .read_ahead_kb
-                .ok_or_else(|| {
-                    SimulateError::Input(format!(
-                        "run {against} does not record its read_ahead_kb; give --read-ahead-kb"
-                    ))
-                })?
-        }
-        (None, None) => source.start.read_ahead_kb.ok_or_else(|| {
-            SimulateError::Input(format!(
-                "run {} does not record its read_ahead_kb; give --read-ahead-kb",
-                source.id
-            ))
-        })?,
-    };
-    let fault_around_bytes = options
-        .fault_around_bytes
-        .or(source.start.fault_around_bytes)
-        .unwrap_or(65536);
+    let (read_ahead_kb, fault_around_bytes) =
+        predicted_settings(profile, options, &source, &mut warnings)?;
     let settings = KernelSettings::new(read_ahead_kb, fault_around_bytes, page_size);
 
     let against = options
@@ -208,49 +174,19 @@ pub fn simulate(
         {
             continue;
         }
-        let Some(size) = stream.size else { continue };
-        let pages = size.div_ceil(page_size);
-        if pages == 0 {
-            continue;
-        }
-        let mappings = match mappings_of(Path::new(&stream.path), page_size) {
-            Ok(m) => m,
-            Err(reason) => {
-                unreadable.push(format!("{}: {reason}", stream.path));
-                Vec::new()
-            }
-        };
-        let relayout = options.relayouts.iter().find(|r| r.path == stream.path);
-        let mut sim = FileSimulation::new(settings, pages, &mappings);
         let warm = preloaded
             .get(&stream.path)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        for &(first, npages) in warm {
-            sim.preload(first, npages);
-        }
-        let cached_at_start = PageSet::from_ranges(warm.to_vec()).len();
-        match relayout {
-            Some(relayout) => {
-                for access in relaid_accesses(relayout, &stream.accesses, page_size) {
-                    sim.access(access);
-                }
-            }
-            None => stream.accesses.iter().for_each(|(_, a)| sim.access(*a)),
-        }
-        let prediction = sim.finish();
-        files.push(file_report(
-            &stream.path,
-            pages,
-            cached_at_start,
-            &prediction,
-            relayout.map(|r| r.summary.clone()),
-            measured.as_ref().map(|m| {
-                m.get(&stream.path).copied().unwrap_or(Measured {
-                    pages_read: 0,
-                    read_requests: 0,
-                })
-            }),
+        let relayout = options.relayouts.iter().find(|r| r.path == stream.path);
+        files.extend(predict_file(
+            &stream,
+            settings,
+            page_size,
+            warm,
+            relayout,
+            measured.as_ref(),
+            &mut unreadable,
         ));
     }
     for relayout in &options.relayouts {
@@ -284,6 +220,107 @@ pub fn simulate(
         totals,
         warnings,
     })
+}
+
+/// The read_ahead_kb and fault_around_bytes to predict for: the options',
+/// else the comparison run's (read_ahead_kb) or the source run's. Warns
+/// when the source run's faults are shaped by its own readahead.
+fn predicted_settings(
+    profile: &Profile,
+    options: &SimulateOptions,
+    source: &coldstart_profile::Run,
+    warnings: &mut Vec<String>,
+) -> Result<(u64, u64), SimulateError> {
+    if !demand_reads(source) {
+        warnings.push(format!(
+            "run {} was traced with read_ahead_kb {}: its faults are shaped by that readahead \
+             (pages fault-around mapped never fault), so predictions lean on it; trace once \
+             with --read-ahead-kb 0 for the pages the program really demands",
+            source.id,
+            source
+                .start
+                .read_ahead_kb
+                .map_or("unknown".to_string(), |kb| kb.to_string())
+        ));
+    }
+    let read_ahead_kb = match (options.read_ahead_kb, options.against) {
+        (Some(kb), _) => kb,
+        (None, Some(against)) => {
+            profile
+                .run(Some(against))?
+                .start
+                .read_ahead_kb
+                .ok_or_else(|| {
+                    SimulateError::Input(format!(
+                        "run {against} does not record its read_ahead_kb; give --read-ahead-kb"
+                    ))
+                })?
+        }
+        (None, None) => source.start.read_ahead_kb.ok_or_else(|| {
+            SimulateError::Input(format!(
+                "run {} does not record its read_ahead_kb; give --read-ahead-kb",
+                source.id
+            ))
+        })?,
+    };
+    let fault_around_bytes = options
+        .fault_around_bytes
+        .or(source.start.fault_around_bytes)
+        .unwrap_or(65536);
+    Ok((read_ahead_kb, fault_around_bytes))
+}
+
+/// One file's accesses replayed through the model, from the pages cached
+/// before the start (`warm`), in its new layout when `relayout` gives one;
+/// None for a file of unknown or zero size. An ELF file that cannot be
+/// read is noted in `unreadable` and taken as one read-only mapping.
+fn predict_file(
+    stream: &Stream,
+    settings: KernelSettings,
+    page_size: u64,
+    warm: &[(u64, u64)],
+    relayout: Option<&Relayout>,
+    measured: Option<&HashMap<String, Measured>>,
+    unreadable: &mut Vec<String>,
+) -> Option<FilePrediction> {
+    let pages = stream.size?.div_ceil(page_size);
+    if pages == 0 {
+        return None;
+    }
+    let mappings = match mappings_of(Path::new(&stream.path), page_size) {
+        Ok(m) => m,
+        Err(reason) => {
+            unreadable.push(format!("{}: {reason}", stream.path));
+            Vec::new()
+        }
+    };
+    let mut sim = FileSimulation::new(settings, pages, &mappings);
+    for &(first, npages) in warm {
+        sim.preload(first, npages);
+    }
+    let cached_at_start = PageSet::from_ranges(warm.to_vec()).len();
+    match relayout {
+        Some(relayout) => {
+            for access in relaid_accesses(relayout, &stream.accesses, page_size) {
+                sim.access(access);
+            }
+        }
+        None => stream.accesses.iter().for_each(|(_, a)| sim.access(*a)),
+    }
+    let prediction = sim.finish();
+    Some(file_report(
+        &stream.path,
+        pages,
+        cached_at_start,
+        &prediction,
+        relayout.map(|r| r.summary.clone()),
+        measured.map(|m| {
+            m.get(&stream.path).copied().unwrap_or(Measured {
+                pages_read: 0,
+                read_requests: 0,
+            })
+        }),
+    ))
 }
 
 /// The accesses a start makes to a file laid out anew. With the functions
