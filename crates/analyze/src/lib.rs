@@ -3,14 +3,17 @@
 //! touched, read requests and seeks; the timeline charts draw; and the
 //! readahead model that predicts what another setting or layout would read.
 
+pub mod loaded;
 pub mod model;
 pub mod pages;
+pub mod plain;
 pub mod readahead;
 pub mod relayout;
 pub mod run;
 pub mod simulate;
 pub mod startup;
 
+pub use loaded::LoadedRun;
 pub use model::*;
 pub use run::{Options, analyze, files_used};
 pub use simulate::{SimulateOptions, SimulationReport, simulate};

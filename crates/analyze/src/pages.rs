@@ -87,7 +87,9 @@ impl PageSet {
             return 0;
         }
         self.clip(start / page_size, end.div_ceil(page_size))
-            .map(|(a, b)| (b * page_size).min(end) - (a * page_size).max(start))
+            .map(|(a, b)| {
+                b.saturating_mul(page_size).min(end) - a.saturating_mul(page_size).max(start)
+            })
             .sum()
     }
 
@@ -133,9 +135,9 @@ pub fn read_requests(reads: &[&PageEvent], readahead: &[&Readahead]) -> Vec<Requ
             Some(current)
                 if !decision_between
                     && current.pid == read.pid
-                    && current.first + current.npages == read.page =>
+                    && current.first.saturating_add(current.npages) == read.page =>
             {
-                current.npages += read.npages;
+                current.npages = current.npages.saturating_add(read.npages);
                 current.t_end_ns = read.t_ns;
             }
             _ => requests.push(Request {
@@ -153,14 +155,18 @@ pub fn read_requests(reads: &[&PageEvent], readahead: &[&Readahead]) -> Vec<Requ
 /// Forward and backward distance in bytes between consecutive requests:
 /// from where one ended to where the next began.
 pub fn seeks(requests: &[Request], page_size: u64) -> (u64, u64) {
-    let (mut forward, mut backward) = (0, 0);
+    let (mut forward, mut backward) = (0u64, 0u64);
     for pair in requests.windows(2) {
-        let end = (pair[0].first + pair[0].npages) * page_size;
-        let start = pair[1].first * page_size;
+        // Saturating: a damaged page number must not overflow.
+        let end = pair[0]
+            .first
+            .saturating_add(pair[0].npages)
+            .saturating_mul(page_size);
+        let start = pair[1].first.saturating_mul(page_size);
         if start >= end {
-            forward += start - end;
+            forward = forward.saturating_add(start - end);
         } else {
-            backward += end - start;
+            backward = backward.saturating_add(end - start);
         }
     }
     (forward, backward)

@@ -5,6 +5,7 @@
 //! Only events of the traced process tree count toward a file's figures;
 //! files only other processes read are listed apart.
 
+use crate::loaded::{LoadedRun, event_pages, page_offset};
 use crate::model::*;
 use crate::pages::{self, PageSet, Request};
 use coldstart_binary::OffsetIndex;
@@ -12,7 +13,7 @@ use coldstart_profile::{
     File, FileId, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
 };
 use globset::GlobMatcher;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// What to analyse.
@@ -33,26 +34,21 @@ pub type Result<T> = std::result::Result<T, coldstart_profile::Error>;
 
 /// Analyses one run of a profile.
 pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timeline)> {
-    let run = profile.run(options.run)?;
-    let files = profile.files(run.id)?;
-    let events = profile.page_events(run.id)?;
-    let readahead = profile.readahead(run.id)?;
-    let processes = profile.processes(run.id)?;
-    let marks = profile.marks(run.id)?;
-    let page_size = run.start.page_size.max(1);
+    let loaded = LoadedRun::load(profile, options.run)?;
+    Ok(report(profile, &loaded, options))
+}
 
-    let in_tree: HashSet<i32> = processes
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| p.pid)
-        .collect();
-    let names: HashMap<i32, &Process> = processes.iter().map(|p| (p.pid, p)).collect();
+/// The report and timeline of a run already loaded from `profile`.
+pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunReport, Timeline) {
+    let run = &loaded.run;
+    let page_size = loaded.page_size();
+    let names: HashMap<i32, &Process> = loaded.processes.iter().map(|p| (p.pid, p)).collect();
     let mut by_file: HashMap<FileId, Vec<&PageEvent>> = HashMap::new();
-    for event in &events {
+    for event in &loaded.events {
         by_file.entry(event.file_id).or_default().push(event);
     }
     let mut ra_by_file: HashMap<FileId, Vec<&Readahead>> = HashMap::new();
-    for decision in &readahead {
+    for decision in &loaded.readahead {
         ra_by_file
             .entry(decision.file_id)
             .or_default()
@@ -62,8 +58,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
     let mut reports = Vec::new();
     let mut outside = Vec::new();
     let mut timelines = Vec::new();
-    let mut warnings = Vec::new();
-    for file in &files {
+    for file in &loaded.files {
         let label = label(file);
         if let Some(glob) = &options.file
             && !glob.is_match(&label)
@@ -72,15 +67,9 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
         }
         let all = by_file.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
         let (tree, others): (Vec<&PageEvent>, Vec<&PageEvent>) =
-            all.iter().partition(|e| in_tree.contains(&e.pid));
+            all.iter().partition(|e| loaded.in_tree(e.pid));
         if tree.is_empty() {
-            let read = PageSet::from_ranges(
-                others
-                    .iter()
-                    .filter(|e| e.kind == PageEventKind::Read)
-                    .map(|e| (e.page, e.npages))
-                    .collect(),
-            );
+            let read = set_of(&others, |e| e.kind == PageEventKind::Read);
             if !read.is_empty() {
                 outside.push(OutsideFile {
                     path: label,
@@ -92,6 +81,7 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
         }
         let ra = ra_by_file.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
         let (report, timeline) = file_report(
+            loaded,
             file,
             label,
             &tree,
@@ -99,14 +89,41 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
             others.iter().any(|e| e.kind != PageEventKind::Evict),
             ra,
             &names,
-            page_size,
-            demand_reads(&run),
             options,
         );
         reports.push(report);
         timelines.push(timeline);
     }
-    // Biggest readers first; the timeline follows the same order.
+    let (reports, timelines) = biggest_readers_first(reports, timelines);
+    outside.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
+    let ready_ns = loaded.ready_ns();
+    let process_infos: Vec<ProcessInfo> = loaded.tree_processes().cloned().collect();
+    let totals = totals(&reports);
+    let report = RunReport {
+        profile: profile.path().display().to_string(),
+        run: run_info(loaded),
+        totals,
+        files: reports,
+        outside_files: outside,
+        processes: process_infos.clone(),
+        warnings: run_warnings(run),
+    };
+    let timeline = Timeline {
+        page_size,
+        ready_ns,
+        ended_ns: run.ended_ns,
+        files: timelines,
+        processes: process_infos,
+    };
+    (report, timeline)
+}
+
+/// The files' reports biggest readers first (then most touched, then by
+/// path), their timelines in the same order.
+fn biggest_readers_first(
+    reports: Vec<FileReport>,
+    timelines: Vec<FileTimeline>,
+) -> (Vec<FileReport>, Vec<FileTimeline>) {
     let mut order: Vec<usize> = (0..reports.len()).collect();
     order.sort_by(|&a, &b| {
         reports[b]
@@ -117,10 +134,12 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
     });
     let mut slots: Vec<Option<(FileReport, FileTimeline)>> =
         reports.into_iter().zip(timelines).map(Some).collect();
-    let (reports, timelines): (Vec<FileReport>, Vec<FileTimeline>) =
-        order.iter().filter_map(|&i| slots[i].take()).unzip();
-    outside.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
+    order.iter().filter_map(|&i| slots[i].take()).unzip()
+}
 
+/// What the user should know about how the run was recorded.
+fn run_warnings(run: &Run) -> Vec<String> {
+    let mut warnings = Vec::new();
     if run.lost_events > 0 {
         warnings.push(format!(
             "the kernel dropped {} trace events: figures are lower bounds; trace again with a bigger --buffer-mb",
@@ -130,29 +149,11 @@ pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timel
     if !run.complete {
         warnings.push("this run was not completed (coldstart was killed while recording)".into());
     }
-    let ready_ns = marks.iter().find(|m| m.name == "ready").map(|m| m.t_ns);
-    let process_infos: Vec<ProcessInfo> = processes.iter().filter(|p| p.in_tree).cloned().collect();
-    let totals = totals(&reports);
-    let report = RunReport {
-        profile: profile.path().display().to_string(),
-        run: run_info(&run, ready_ns),
-        totals,
-        files: reports,
-        outside_files: outside,
-        processes: process_infos.clone(),
-        warnings,
-    };
-    let timeline = Timeline {
-        page_size,
-        ready_ns,
-        ended_ns: run.ended_ns,
-        files: timelines,
-        processes: process_infos,
-    };
-    Ok((report, timeline))
+    warnings
 }
 
-fn run_info(run: &Run, ready_ns: Option<i64>) -> RunInfo {
+fn run_info(loaded: &LoadedRun) -> RunInfo {
+    let run = &loaded.run;
     RunInfo {
         id: run.id,
         argv: run.start.argv.clone(),
@@ -160,21 +161,15 @@ fn run_info(run: &Run, ready_ns: Option<i64>) -> RunInfo {
         kernel: run.start.kernel.clone(),
         page_size: run.start.page_size,
         read_ahead_kb: run.start.read_ahead_kb,
-        demand_reads: demand_reads(run),
+        demand_reads: loaded.demand_reads(),
         end_reason: run.end_reason.map(|r| r.as_str().to_string()),
         exit_code: run.exit_code,
         exit_signal: run.exit_signal,
-        ready_ns,
+        ready_ns: loaded.ready_ns(),
         ended_ns: run.ended_ns,
         lost_events: run.lost_events,
         complete: run.complete,
     }
-}
-
-/// With readahead off the kernel reads only the pages a fault or read()
-/// demands, so every page the tree read counts as touched.
-fn demand_reads(run: &Run) -> bool {
-    run.start.read_ahead_kb == Some(0)
 }
 
 /// A file's label: its path, or its identity when unresolved.
@@ -224,37 +219,37 @@ fn process_names(pids: impl Iterator<Item = i32>, names: &HashMap<i32, &Process>
         .collect()
 }
 
-fn set_of(events: &[&PageEvent], kind: PageEventKind) -> PageSet {
+/// The pages of the events `wanted` picks.
+fn set_of(events: &[&PageEvent], wanted: impl Fn(&PageEvent) -> bool) -> PageSet {
     PageSet::from_ranges(
         events
             .iter()
-            .filter(|e| e.kind == kind)
-            .map(|e| (e.page, e.npages))
+            .filter(|e| wanted(e))
+            .map(|e| {
+                let pages = event_pages(e);
+                (pages.start, pages.end - pages.start)
+            })
             .collect(),
     )
 }
 
 #[allow(clippy::too_many_arguments)]
 fn file_report(
+    loaded: &LoadedRun,
     file: &File,
     label: String,
     tree: &[&PageEvent],
     touched_by_others: bool,
     readahead: &[&Readahead],
     names: &HashMap<i32, &Process>,
-    page_size: u64,
-    demand_reads: bool,
     options: &Options,
 ) -> (FileReport, FileTimeline) {
-    let read = set_of(tree, PageEventKind::Read);
-    let faulted = set_of(tree, PageEventKind::Fault);
-    let mapped = set_of(tree, PageEventKind::Map);
-    let accessed = set_of(tree, PageEventKind::Access);
-    let user_touched = set_of(tree, PageEventKind::Touch);
-    let mut touched = faulted.union(&accessed).union(&user_touched);
-    if demand_reads {
-        touched = touched.union(&read);
-    }
+    let page_size = loaded.page_size();
+    let read = set_of(tree, |e| e.kind == PageEventKind::Read);
+    let faulted = set_of(tree, |e| e.kind == PageEventKind::Fault);
+    let mapped = set_of(tree, |e| e.kind == PageEventKind::Map);
+    let accessed = set_of(tree, |e| e.kind == PageEventKind::Access);
+    let touched = set_of(tree, |e| loaded.touches(e));
     let touched_or_mapped = touched.union(&mapped);
     let reads: Vec<&PageEvent> = tree
         .iter()
@@ -309,51 +304,37 @@ fn file_report(
             accessed: accessed.inclusive(),
         }),
     };
-    let mut bands = Vec::new();
-    if options.attribute {
-        match open_index(file) {
-            Ok(index) => {
-                let touches: Vec<&PageEvent> = tree
-                    .iter()
-                    .copied()
-                    .filter(|e| {
-                        matches!(
-                            e.kind,
-                            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
-                        )
-                    })
-                    .collect();
-                attribute(
-                    &mut report,
-                    &index,
-                    &Sets {
-                        read: &read,
-                        faulted: &faulted,
-                        mapped: &mapped,
-                        touched: &touched,
-                    },
-                    &touches,
-                    page_size,
-                );
-                bands = index
-                    .sections()
-                    .iter()
-                    .map(|s| Band {
-                        name: s.name.clone(),
-                        offset: s.offset,
-                        size: s.size,
-                    })
-                    .collect();
-            }
-            Err(note) => report.attribution = Some(note),
-        }
-    }
+    let sets = Sets {
+        read: &read,
+        faulted: &faulted,
+        mapped: &mapped,
+        touched: &touched,
+    };
+    let bands = if options.attribute {
+        attribute_file(&mut report, loaded, file, tree, &sets)
+    } else {
+        Vec::new()
+    };
+    let timeline = file_timeline(file, label, tree, &requests, bands, page_size);
+    (report, timeline)
+}
+
+/// One file's events, read requests and sections as the timeline draws
+/// them; the file as long as its size or its highest event.
+fn file_timeline(
+    file: &File,
+    label: String,
+    tree: &[&PageEvent],
+    requests: &[Request],
+    sections: Vec<Band>,
+    page_size: u64,
+) -> FileTimeline {
     let highest = tree
         .iter()
-        .map(|e| (e.page + e.npages) * page_size)
+        .map(|e| page_offset(event_pages(e).end, page_size))
         .max()
         .unwrap_or(0);
-    let timeline = FileTimeline {
+    FileTimeline {
         path: label,
         size: file.size.unwrap_or(0).max(highest),
         points: tree
@@ -367,9 +348,8 @@ fn file_report(
             })
             .collect(),
         requests: requests.iter().map(request_of).collect(),
-        sections: bands,
-    };
-    (report, timeline)
+        sections,
+    }
 }
 
 fn request_of(r: &Request) -> ReadRequest {
@@ -411,6 +391,36 @@ fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
     Ok(index)
 }
 
+/// Attributes the file's pages to its ELF sections and symbols, when it is
+/// still the file traced and can be read (else says why in the report);
+/// the sections as timeline bands.
+fn attribute_file(
+    report: &mut FileReport,
+    loaded: &LoadedRun,
+    file: &File,
+    tree: &[&PageEvent],
+    sets: &Sets<'_>,
+) -> Vec<Band> {
+    let index = match open_index(file) {
+        Ok(index) => index,
+        Err(note) => {
+            report.attribution = Some(note);
+            return Vec::new();
+        }
+    };
+    let touches: Vec<&PageEvent> = tree.iter().copied().filter(|e| loaded.touches(e)).collect();
+    attribute(report, &index, sets, &touches, loaded.page_size());
+    index
+        .sections()
+        .iter()
+        .map(|s| Band {
+            name: s.name.clone(),
+            offset: s.offset,
+            size: s.size,
+        })
+        .collect()
+}
+
 struct Sets<'a> {
     read: &'a PageSet,
     faulted: &'a PageSet,
@@ -437,8 +447,11 @@ fn attribute(
     let mut first_touch: HashMap<usize, i64> = HashMap::new();
     let mut order = Vec::new();
     for event in touches {
-        let start = event.page * page_size;
-        let end = (event.page + event.npages) * page_size;
+        let pages = event_pages(event);
+        let (start, end) = (
+            page_offset(pages.start, page_size),
+            page_offset(pages.end, page_size),
+        );
         for i in index.symbols_in(start, end).map(index_of) {
             if let std::collections::hash_map::Entry::Vacant(slot) = first_touch.entry(i) {
                 slot.insert(event.t_ns);
@@ -465,6 +478,18 @@ fn attribute(
         })
         .collect();
 
+    report.sections = Some(section_rows(index, sets, &per_section_symbols, page_size));
+}
+
+/// One row per ELF section, and one for the bytes no section claims
+/// (headers, padding, section tables), so the rows add up to the file.
+fn section_rows(
+    index: &OffsetIndex,
+    sets: &Sets<'_>,
+    per_section_symbols: &[u64],
+    page_size: u64,
+) -> Vec<SectionReport> {
+    let sections = index.sections();
     let file_size = index.file_size();
     let row = |name: String, ranges: &[(u64, u64)], symbols: u64| {
         let bytes = |set: &PageSet| {
@@ -503,8 +528,6 @@ fn attribute(
             )
         })
         .collect();
-    // Bytes no section claims (headers, padding, section tables), so the
-    // rows add up to the file.
     let mut gaps = Vec::new();
     let mut cursor = 0;
     let mut spans: Vec<(u64, u64)> = sections
@@ -524,7 +547,7 @@ fn attribute(
     if !gaps.is_empty() {
         rows.push(row("[outside sections]".into(), &gaps, 0));
     }
-    report.sections = Some(rows);
+    rows
 }
 
 fn totals(files: &[FileReport]) -> Totals {

@@ -9,6 +9,7 @@
 //! shaped by its own readahead (pages fault-around mapped never fault), so
 //! the prediction says so.
 
+use crate::loaded::{LoadedRun, demand_reads, event_pages};
 use crate::pages::{self, PageSet};
 use crate::readahead::{
     Access, AccessKind, Decision, FileSimulation, KernelSettings, Mapping, Prediction,
@@ -132,7 +133,105 @@ pub fn simulate(
     };
     let page_size = source.start.page_size.max(1);
     let mut warnings = Vec::new();
-    if source.start.read_ahead_kb != Some(0) {
+    let (read_ahead_kb, fault_around_bytes) =
+        predicted_settings(profile, options, &source, &mut warnings)?;
+    let settings = KernelSettings::new(read_ahead_kb, fault_around_bytes, page_size);
+
+    let against = options
+        .against
+        .map(|run| LoadedRun::load(profile, Some(run)))
+        .transpose()?;
+    let source = LoadedRun::load_rows(profile, source)?;
+    let streams = access_streams(&source);
+    // Pages other processes (coldstart itself, shared libraries it uses)
+    // had cached: the comparison run's when there is one, as its
+    // measurement started from that state.
+    let preloaded = cached_by_others(against.as_ref().unwrap_or(&source));
+    let measured = match &against {
+        Some(against) => {
+            if against
+                .run
+                .start
+                .read_ahead_kb
+                .is_some_and(|kb| kb != read_ahead_kb)
+            {
+                warnings.push(format!(
+                    "run {} was traced with read_ahead_kb {}, not the {read_ahead_kb} predicted for",
+                    against.id(),
+                    against.run.start.read_ahead_kb.unwrap_or_default()
+                ));
+            }
+            Some(measured_reads(against))
+        }
+        None => None,
+    };
+
+    let mut files = Vec::new();
+    let mut unreadable = Vec::new();
+    for stream in streams {
+        if let Some(glob) = &options.file
+            && !glob.is_match(&stream.path)
+        {
+            continue;
+        }
+        let warm = preloaded
+            .get(&stream.path)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let relayout = options.relayouts.iter().find(|r| r.path == stream.path);
+        files.extend(predict_file(
+            &stream,
+            settings,
+            page_size,
+            warm,
+            relayout,
+            measured.as_ref(),
+            &mut unreadable,
+        ));
+    }
+    for relayout in &options.relayouts {
+        if !files.iter().any(|f| f.path == relayout.path) {
+            return Err(SimulateError::Input(format!(
+                "run {} never touched {}: nothing to predict for its new layout",
+                source.id(),
+                relayout.path
+            )));
+        }
+    }
+    if !unreadable.is_empty() {
+        warnings.push(format!(
+            "{} ELF files could not be read, so each was taken as one read-only mapping \
+             (first: {})",
+            unreadable.len(),
+            unreadable[0]
+        ));
+    }
+    files.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
+    let totals = totals(&files, measured.is_some());
+    Ok(SimulationReport {
+        profile: profile.path().display().to_string(),
+        source_run: source.id(),
+        source_read_ahead_kb: source.run.start.read_ahead_kb,
+        read_ahead_kb,
+        fault_around_bytes,
+        page_size,
+        against_run: options.against,
+        files,
+        totals,
+        warnings,
+    })
+}
+
+/// The read_ahead_kb and fault_around_bytes to predict for: the options',
+/// else the comparison run's (read_ahead_kb) or the source run's. Warns
+/// when the source run's faults are shaped by its own readahead.
+fn predicted_settings(
+    profile: &Profile,
+    options: &SimulateOptions,
+    source: &coldstart_profile::Run,
+    warnings: &mut Vec<String>,
+) -> Result<(u64, u64), SimulateError> {
+    if !demand_reads(source) {
         warnings.push(format!(
             "run {} was traced with read_ahead_kb {}: its faults are shaped by that readahead \
              (pages fault-around mapped never fault), so predictions lean on it; trace once \
@@ -168,119 +267,60 @@ pub fn simulate(
         .fault_around_bytes
         .or(source.start.fault_around_bytes)
         .unwrap_or(65536);
-    let settings = KernelSettings::new(read_ahead_kb, fault_around_bytes, page_size);
+    Ok((read_ahead_kb, fault_around_bytes))
+}
 
-    let source_events = RunEvents::load(profile, source.id)?;
-    let against_events = options
-        .against
-        .map(|run| RunEvents::load(profile, run))
-        .transpose()?;
-    let streams = access_streams(&source_events, source.start.read_ahead_kb == Some(0));
-    // Pages other processes (coldstart itself, shared libraries it uses)
-    // had cached: the comparison run's when there is one, as its
-    // measurement started from that state.
-    let preloaded = cached_by_others(against_events.as_ref().unwrap_or(&source_events));
-    let measured = match (options.against, &against_events) {
-        (Some(against), Some(events)) => {
-            let run = profile.run(Some(against))?;
-            if run
-                .start
-                .read_ahead_kb
-                .is_some_and(|kb| kb != read_ahead_kb)
-            {
-                warnings.push(format!(
-                    "run {against} was traced with read_ahead_kb {}, not the {read_ahead_kb} predicted for",
-                    run.start.read_ahead_kb.unwrap_or_default()
-                ));
-            }
-            Some(measured_reads(events, &profile.readahead(against)?))
+/// One file's accesses replayed through the model, from the pages cached
+/// before the start (`warm`), in its new layout when `relayout` gives one;
+/// None for a file of unknown or zero size. An ELF file that cannot be
+/// read is noted in `unreadable` and taken as one read-only mapping.
+fn predict_file(
+    stream: &Stream,
+    settings: KernelSettings,
+    page_size: u64,
+    warm: &[(u64, u64)],
+    relayout: Option<&Relayout>,
+    measured: Option<&HashMap<String, Measured>>,
+    unreadable: &mut Vec<String>,
+) -> Option<FilePrediction> {
+    let pages = stream.size?.div_ceil(page_size);
+    if pages == 0 {
+        return None;
+    }
+    let mappings = match mappings_of(Path::new(&stream.path), page_size) {
+        Ok(m) => m,
+        Err(reason) => {
+            unreadable.push(format!("{}: {reason}", stream.path));
+            Vec::new()
         }
-        _ => None,
     };
-
-    let mut files = Vec::new();
-    let mut unreadable = Vec::new();
-    for stream in streams {
-        if let Some(glob) = &options.file
-            && !glob.is_match(&stream.path)
-        {
-            continue;
-        }
-        let Some(size) = stream.size else { continue };
-        let pages = size.div_ceil(page_size);
-        if pages == 0 {
-            continue;
-        }
-        let mappings = match mappings_of(Path::new(&stream.path), page_size) {
-            Ok(m) => m,
-            Err(reason) => {
-                unreadable.push(format!("{}: {reason}", stream.path));
-                Vec::new()
+    let mut sim = FileSimulation::new(settings, pages, &mappings);
+    for &(first, npages) in warm {
+        sim.preload(first, npages);
+    }
+    let cached_at_start = PageSet::from_ranges(warm.to_vec()).len();
+    match relayout {
+        Some(relayout) => {
+            for access in relaid_accesses(relayout, &stream.accesses, page_size) {
+                sim.access(access);
             }
-        };
-        let relayout = options.relayouts.iter().find(|r| r.path == stream.path);
-        let mut sim = FileSimulation::new(settings, pages, &mappings);
-        let warm = preloaded
-            .get(&stream.path)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        for &(first, npages) in warm {
-            sim.preload(first, npages);
         }
-        let cached_at_start = PageSet::from_ranges(warm.to_vec()).len();
-        match relayout {
-            Some(relayout) => {
-                for access in relaid_accesses(relayout, &stream.accesses, page_size) {
-                    sim.access(access);
-                }
-            }
-            None => stream.accesses.iter().for_each(|(_, a)| sim.access(*a)),
-        }
-        let prediction = sim.finish();
-        files.push(file_report(
-            &stream.path,
-            pages,
-            cached_at_start,
-            &prediction,
-            relayout.map(|r| r.summary.clone()),
-            measured.as_ref().map(|m| {
-                m.get(&stream.path).copied().unwrap_or(Measured {
-                    pages_read: 0,
-                    read_requests: 0,
-                })
-            }),
-        ));
+        None => stream.accesses.iter().for_each(|(_, a)| sim.access(*a)),
     }
-    for relayout in &options.relayouts {
-        if !files.iter().any(|f| f.path == relayout.path) {
-            return Err(SimulateError::Input(format!(
-                "run {} never touched {}: nothing to predict for its new layout",
-                source.id, relayout.path
-            )));
-        }
-    }
-    if !unreadable.is_empty() {
-        warnings.push(format!(
-            "{} ELF files could not be read, so each was taken as one read-only mapping \
-             (first: {})",
-            unreadable.len(),
-            unreadable[0]
-        ));
-    }
-    files.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
-    let totals = totals(&files, measured.is_some());
-    Ok(SimulationReport {
-        profile: profile.path().display().to_string(),
-        source_run: source.id,
-        source_read_ahead_kb: source.start.read_ahead_kb,
-        read_ahead_kb,
-        fault_around_bytes,
-        page_size,
-        against_run: options.against,
-        files,
-        totals,
-        warnings,
-    })
+    let prediction = sim.finish();
+    Some(file_report(
+        &stream.path,
+        pages,
+        cached_at_start,
+        &prediction,
+        relayout.map(|r| r.summary.clone()),
+        measured.map(|m| {
+            m.get(&stream.path).copied().unwrap_or(Measured {
+                pages_read: 0,
+                read_requests: 0,
+            })
+        }),
+    ))
 }
 
 /// The accesses a start makes to a file laid out anew. With the functions
@@ -341,7 +381,7 @@ pub fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, Simul
     let complete = runs.iter().rev().filter(|r| r.complete);
     let chosen = complete
         .clone()
-        .find(|r| r.start.read_ahead_kb == Some(0))
+        .find(|r| demand_reads(r))
         .or_else(|| runs.iter().rev().find(|r| r.complete));
     match chosen {
         Some(run) => Ok(run.clone()),
@@ -360,54 +400,48 @@ struct Stream {
     accesses: Vec<(i64, Access)>,
 }
 
-/// One run's page events, its traced tree and its files, read once.
-struct RunEvents {
-    /// Tree task -> its process (thread group).
-    tree: HashMap<i32, i32>,
-    files: Vec<coldstart_profile::File>,
-    events: Vec<coldstart_profile::PageEvent>,
-}
-
-impl RunEvents {
-    fn load(profile: &Profile, run: RunId) -> Result<RunEvents, SimulateError> {
-        Ok(RunEvents {
-            tree: profile
-                .processes(run)?
-                .iter()
-                .filter(|p| p.in_tree)
-                .map(|p| (p.pid, p.tgid.unwrap_or(p.pid)))
-                .collect(),
-            files: profile.files(run)?,
-            events: profile.page_events(run)?,
-        })
-    }
-}
-
-/// With `explicit_reads` (a run with readahead off), a page the tree read
+/// Each file's accesses by the traced tree: the events that touched its
+/// pages ([`LoadedRun::touches`]). With readahead off, a page the tree read
 /// that no fault or read() demanded first was asked for explicitly
-/// (madvise, fadvise, readahead(2)); with readahead on, such pages are
-/// readahead's own.
-fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
+/// (madvise, fadvise, readahead(2)); with readahead on, reads are
+/// readahead's own and not accesses.
+fn access_streams(run: &LoadedRun) -> Vec<Stream> {
     // Per file: its accesses, and the pages demanded so far.
     type Demanded = (Vec<(i64, Access)>, HashSet<u64>);
     let mut by_file: HashMap<FileId, Demanded> = HashMap::new();
     for event in &run.events {
-        let Some(&process) = run.tree.get(&event.pid) else {
+        let Some(process) = run.tree_process(event.pid) else {
             continue;
         };
+        // Every file the tree used gets a stream, even one it only mapped.
         let (accesses, demanded) = by_file.entry(event.file_id).or_default();
+        if !run.touches(event) {
+            continue;
+        }
+        let pages = event_pages(event);
         let kind = match event.kind {
             PageEventKind::Fault | PageEventKind::Touch => {
-                demanded.insert(event.page);
-                AccessKind::Fault
+                // One fault per page (the recorder writes one page).
+                for page in pages {
+                    demanded.insert(page);
+                    accesses.push((
+                        event.t_ns,
+                        Access {
+                            process,
+                            page,
+                            kind: AccessKind::Fault,
+                        },
+                    ));
+                }
+                continue;
             }
             PageEventKind::Access => {
-                demanded.extend(event.page..event.page + event.npages);
+                demanded.extend(pages);
                 AccessKind::Read {
                     pages: event.npages,
                 }
             }
-            PageEventKind::Read if explicit_reads && !demanded.contains(&event.page) => {
+            PageEventKind::Read if !demanded.contains(&event.page) => {
                 if let Some((
                     _,
                     Access {
@@ -417,9 +451,9 @@ fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
                     },
                 )) = accesses.last_mut()
                     && *last_process == process
-                    && *page + *pages == event.page
+                    && page.saturating_add(*pages) == event.page
                 {
-                    *pages += event.npages;
+                    *pages = pages.saturating_add(event.npages);
                     continue;
                 }
                 AccessKind::Prefetch {
@@ -455,21 +489,21 @@ fn access_streams(run: &RunEvents, explicit_reads: bool) -> Vec<Stream> {
 /// during a run, by path: pages other processes read (coldstart itself,
 /// libraries it shares with the program), and pages the tree touched that
 /// never entered the cache while it ran, so were cached before it started.
-fn cached_by_others(run: &RunEvents) -> HashMap<String, Vec<(u64, u64)>> {
+fn cached_by_others(run: &LoadedRun) -> HashMap<String, Vec<(u64, u64)>> {
     let mut read: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     let mut touched: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     let mut out: HashMap<FileId, Vec<(u64, u64)>> = HashMap::new();
     for event in &run.events {
-        let in_tree = run.tree.contains_key(&event.pid);
+        let in_tree = run.in_tree(event.pid);
         match event.kind {
             PageEventKind::Read if in_tree => read.entry(event.file_id).or_default(),
             PageEventKind::Read => out.entry(event.file_id).or_default(),
-            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch if in_tree => {
-                touched.entry(event.file_id).or_default()
-            }
+            // Touched reads (readahead off) were taken above: they entered
+            // the cache while the tree ran.
+            _ if in_tree && run.touches(event) => touched.entry(event.file_id).or_default(),
             _ => continue,
         }
-        .push((event.page, event.npages));
+        .push(range_of(event));
     }
     for (file, ranges) in touched {
         let read = PageSet::from_ranges(read.remove(&file).unwrap_or_default());
@@ -488,15 +522,15 @@ fn cached_by_others(run: &RunEvents) -> HashMap<String, Vec<(u64, u64)>> {
 
 /// Pages each file's page cache took in during a run, by path, and the
 /// read requests that took (counted as `coldstart report` counts them).
-fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, Measured> {
+fn measured_reads(run: &LoadedRun) -> HashMap<String, Measured> {
     let mut reads: HashMap<FileId, Vec<&coldstart_profile::PageEvent>> = HashMap::new();
-    for event in &run.events {
-        if event.kind == PageEventKind::Read && run.tree.contains_key(&event.pid) {
+    for event in run.tree_events() {
+        if event.kind == PageEventKind::Read {
             reads.entry(event.file_id).or_default().push(event);
         }
     }
     let mut decisions: HashMap<FileId, Vec<&Readahead>> = HashMap::new();
-    for decision in readahead {
+    for decision in &run.readahead {
         decisions
             .entry(decision.file_id)
             .or_default()
@@ -507,7 +541,7 @@ fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, M
         let Some(file_reads) = reads.get(&file.id) else {
             continue;
         };
-        let set = PageSet::from_ranges(file_reads.iter().map(|e| (e.page, e.npages)).collect());
+        let set = PageSet::from_ranges(file_reads.iter().map(|e| range_of(e)).collect());
         let ra = decisions.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
         out.insert(
             label(file),
@@ -518,6 +552,12 @@ fn measured_reads(run: &RunEvents, readahead: &[Readahead]) -> HashMap<String, M
         );
     }
     out
+}
+
+/// An event's pages as (first page, count).
+fn range_of(event: &coldstart_profile::PageEvent) -> (u64, u64) {
+    let pages = event_pages(event);
+    (pages.start, pages.end - pages.start)
 }
 
 /// The file's loadable segments as mappings, as ld.so maps them: one

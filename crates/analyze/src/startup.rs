@@ -10,11 +10,12 @@
 //! bytes of the touched pages), and symbols on one page share a rank,
 //! broken by file offset.
 
-use crate::run::label;
+use crate::loaded::{LoadedRun, event_pages, page_offset};
+use crate::plain::{Placement, PlainBuild};
 use coldstart_binary::{OffsetIndex, SymbolKind};
-use coldstart_profile::{PageEventKind, Profile, RunId};
+use coldstart_profile::{Profile, RunId};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// A symbol on a touched page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,56 +41,38 @@ pub struct TouchedSymbols {
     pub symbols: Vec<TouchedSymbol>,
 }
 
-/// Pages of `path` the tree of `run` touched (faults, read(), user faults;
-/// with readahead off also pages read), in first-touch order, mapped to
-/// the symbols of `index`.
+/// Pages of `path` the tree of `run` touched (see
+/// [`LoadedRun::touches`]), in first-touch order, mapped to the symbols of
+/// `index`.
 pub fn touched_symbols(
     profile: &Profile,
     run: RunId,
     path: &str,
     index: &OffsetIndex,
 ) -> Result<TouchedSymbols, coldstart_profile::Error> {
-    let info = profile.run(Some(run))?;
-    let page_size = info.start.page_size.max(1);
-    let demand_reads = info.start.read_ahead_kb == Some(0);
-    let tree: HashSet<i32> = profile
-        .processes(run)?
-        .iter()
-        .filter(|p| p.in_tree)
-        .map(|p| p.pid)
-        .collect();
-    let ids: HashSet<i64> = profile
-        .files(run)?
-        .iter()
-        .filter(|f| label(f) == path)
-        .map(|f| f.id)
-        .collect();
+    let loaded = LoadedRun::load(profile, Some(run))?;
+    Ok(touched_symbols_of(&loaded, path, index))
+}
+
+/// [`touched_symbols`] of a run already loaded.
+pub fn touched_symbols_of(loaded: &LoadedRun, path: &str, index: &OffsetIndex) -> TouchedSymbols {
+    let page_size = loaded.page_size();
+    let ids: HashSet<i64> = loaded.file_ids_at(path).collect();
     let mut seen_pages = HashSet::new();
     let mut seen_symbols = HashSet::new();
     let mut symbols = Vec::new();
-    for event in profile.page_events(run)? {
-        if !ids.contains(&event.file_id) || !tree.contains(&event.pid) {
+    for event in loaded.tree_events() {
+        if !ids.contains(&event.file_id) || !loaded.touches(event) {
             continue;
         }
-        let touch = match event.kind {
-            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => true,
-            PageEventKind::Read => demand_reads,
-            PageEventKind::Map | PageEventKind::Evict => false,
-        };
-        if !touch {
-            continue;
-        }
-        let npages = if event.kind == PageEventKind::Fault {
-            1
-        } else {
-            event.npages
-        };
-        for page in event.page..event.page + npages {
+        for page in event_pages(event) {
             if !seen_pages.insert(page) {
                 continue;
             }
             let rank = seen_pages.len() as u64 - 1;
-            for symbol in index.symbols_in(page * page_size, (page + 1) * page_size) {
+            let start = page_offset(page, page_size);
+            let end = page_offset(page.saturating_add(1), page_size);
+            for symbol in index.symbols_in(start, end) {
                 if seen_symbols.insert(symbol.offset) {
                     symbols.push(TouchedSymbol {
                         raw_name: symbol.raw_name.clone(),
@@ -103,17 +86,19 @@ pub fn touched_symbols(
             }
         }
     }
-    Ok(TouchedSymbols {
-        run,
+    TouchedSymbols {
+        run: loaded.id(),
         path: path.to_string(),
         pages_touched: seen_pages.len() as u64,
         symbols,
-    })
+    }
 }
 
 /// A function a process called, placed in the plain build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CalledSymbol {
+    /// Its name in the plain build: the recorded name, or that name
+    /// without a clone suffix when only that is in the plain build.
     pub raw_name: String,
     pub kind: SymbolKind,
     /// File offset and size in the plain build.
@@ -124,6 +109,9 @@ pub struct CalledSymbol {
     /// First call, ns after the program started.
     pub first_t_ns: i64,
     pub calls: u64,
+    /// Found only after dropping a gcc clone suffix (`.isra.0`,
+    /// `.constprop.0`, `.part.0`...) from the recorded name.
+    pub by_base_name: bool,
 }
 
 /// One run's function records for one binary.
@@ -131,26 +119,25 @@ pub struct CalledSymbol {
 pub struct CalledSymbols {
     /// Per process (by pid), the functions in first-call order.
     pub processes: Vec<(i32, Vec<CalledSymbol>)>,
-    /// Recorded names the plain build has no sized symbol for (inlined
-    /// away in it, or instrumentation-only).
+    /// Records whose name the plain build has no function of, not even
+    /// without a clone suffix (inlined away in it, or instrumentation-only).
     pub not_in_binary: u64,
+    /// Recorded names the plain build has several functions of (local
+    /// symbols of different files), left unplaced; each name once.
+    pub ambiguous: Vec<String>,
 }
 
 /// The functions `run`'s records say were called in traced files `module`
-/// matches (an instrumented build of the binary), looked up by name in
-/// `index`, the plain build: instrumentation changes code size and
-/// inlining, so only names carry over.
+/// matches (an instrumented build of the binary), placed by name in
+/// `index`, the plain build (see [`PlainBuild::place`]): instrumentation
+/// changes code size and inlining, so only names carry over.
 pub fn called_symbols(
     profile: &Profile,
     run: RunId,
     index: &OffsetIndex,
     module: &globset::GlobMatcher,
 ) -> Result<CalledSymbols, coldstart_profile::Error> {
-    let symbols: HashMap<&str, &coldstart_binary::SymbolSpan> = index
-        .symbols()
-        .iter()
-        .map(|s| (s.raw_name.as_str(), s))
-        .collect();
+    let plain = PlainBuild::new(index);
     let files: HashSet<i64> = profile
         .files(run)?
         .into_iter()
@@ -166,18 +153,30 @@ pub fn called_symbols(
         let Some(name) = function.symbol else {
             continue;
         };
-        match symbols.get(name.as_str()) {
-            Some(symbol) => by_pid.entry(function.pid).or_default().push(CalledSymbol {
-                kind: symbol.kind,
-                offset: symbol.offset,
-                size: symbol.size,
-                raw_name: name,
-                first_seq: function.first_seq,
-                first_t_ns: function.first_t_ns,
-                calls: function.calls,
-            }),
-            None => out.not_in_binary += 1,
-        }
+        let (symbol, by_base_name) = match plain.place(&name) {
+            Placement::Exact(symbol) => (symbol, false),
+            Placement::ByBaseName(symbol) => (symbol, true),
+            Placement::Ambiguous => {
+                if !out.ambiguous.contains(&name) {
+                    out.ambiguous.push(name);
+                }
+                continue;
+            }
+            Placement::Missing => {
+                out.not_in_binary += 1;
+                continue;
+            }
+        };
+        by_pid.entry(function.pid).or_default().push(CalledSymbol {
+            raw_name: symbol.raw_name.clone(),
+            kind: symbol.kind,
+            offset: symbol.offset,
+            size: symbol.size,
+            first_seq: function.first_seq,
+            first_t_ns: function.first_t_ns,
+            calls: function.calls,
+            by_base_name,
+        });
     }
     out.processes = by_pid.into_iter().collect();
     Ok(out)

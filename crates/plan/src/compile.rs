@@ -16,13 +16,37 @@
 //! readahead on, reads include the readahead windows, so only faults,
 //! touches, read() accesses and fault-around mappings count; the mappings
 //! make that a superset of the touched pages, which readahead off avoids.
+//! Which processes are the tree, when a run was ready and which events are
+//! touches are the analyze room's ([`LoadedRun`]), as for every report.
 
+use coldstart_analyze::loaded::{LoadedRun, demand_reads, event_pages, is_touch};
 use coldstart_prefetch::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
 use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 const _: () = assert!(FORMAT_VERSION == 1);
+
+/// A page is planned when at least this fraction of the runs needed it.
+/// Low: a page the plan misses costs the program a synchronous read and the
+/// kernel's readahead window around it, a page too many costs one page of
+/// reading.
+pub const DEFAULT_MIN_FRACTION: f64 = 0.25;
+
+/// Extents of a file at most this many bytes apart are merged into one
+/// read. Measured on this project's machine kind (virtio disk, 2 CPUs)
+/// with `plan --calibrate` on libxul.so, three times each: with 2 reads in
+/// flight (`run`'s default threads there) a cold 4 KiB read cost 21 µs of
+/// the device's time and sequential reads ran at 0.8-2.2 GB/s, so one more
+/// request costs as much as reading 16-44 KiB more; with 8 in flight, 15-19
+/// µs and 8-28 KiB. The low end is taken: every merged gap is read for
+/// nothing, and the time measured on Firefox ESR did not tell 0, 16 and 64
+/// KiB apart.
+pub const DEFAULT_MERGE_GAP_BYTES: u64 = 16 << 10;
+
+/// Extents longer than this many bytes are split, so one read does not
+/// hold back the extents needed after it.
+pub const DEFAULT_MAX_EXTENT_BYTES: u64 = 4 << 20;
 
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
@@ -40,15 +64,26 @@ pub struct CompileOptions {
     pub max_bytes: Option<u64>,
 }
 
-impl Default for CompileOptions {
-    fn default() -> Self {
+impl CompileOptions {
+    /// The defaults for pages of `page_size` bytes (the profile's): the
+    /// byte defaults above in whole pages, an extent at least one page.
+    pub fn for_page_size(page_size: u64) -> CompileOptions {
+        let page_size = page_size.max(1);
         CompileOptions {
             runs: None,
-            min_fraction: 0.25,
-            merge_gap_pages: 4,
-            max_extent_pages: 1024,
+            min_fraction: DEFAULT_MIN_FRACTION,
+            merge_gap_pages: DEFAULT_MERGE_GAP_BYTES / page_size,
+            max_extent_pages: (DEFAULT_MAX_EXTENT_BYTES / page_size).max(1),
             max_bytes: None,
         }
+    }
+}
+
+impl Default for CompileOptions {
+    /// The defaults for 4 KiB pages; [`CompileOptions::for_page_size`] for
+    /// a profile of another page size.
+    fn default() -> Self {
+        CompileOptions::for_page_size(4096)
     }
 }
 
@@ -148,19 +183,10 @@ pub fn compile(
     options: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
     let runs = select_runs(profile, options)?;
+    let page_size = common_page_size(&runs)?;
     let mut warnings = Vec::new();
     let mut stats = CompileStats::default();
-    let page_size = runs[0].start.page_size.max(1);
-    if let Some(other) = runs
-        .iter()
-        .find(|r| r.start.page_size != runs[0].start.page_size)
-    {
-        return Err(CompileError::Runs(format!(
-            "runs {} and {} were traced with different page sizes ({} and {} bytes)",
-            runs[0].id, other.id, runs[0].start.page_size, other.start.page_size
-        )));
-    }
-    let demand = runs.iter().all(|r| r.start.read_ahead_kb == Some(0));
+    let demand = runs.iter().all(demand_reads);
     if !demand {
         warnings.push(
             "some runs were traced with readahead on, so the plan counts fault-around mappings as needed \
@@ -168,221 +194,40 @@ pub fn compile(
                 .to_string(),
         );
     }
-    let kinds: &[PageEventKind] = if demand {
-        &[
-            PageEventKind::Read,
-            PageEventKind::Fault,
-            PageEventKind::Access,
-            PageEventKind::Touch,
-        ]
-    } else {
-        &[
-            PageEventKind::Fault,
-            PageEventKind::Access,
-            PageEventKind::Touch,
-            PageEventKind::Map,
-        ]
-    };
 
-    // The latest run's view of each file is the reference identity.
-    let latest = runs.last().expect("select_runs returns at least one run");
+    let latest = runs
+        .last()
+        .expect("select_runs returns at least one run")
+        .id;
     let mut pooled: HashMap<String, Pooled> = HashMap::new();
-    for file in profile.files(latest.id)? {
-        if let (Some(path), Some(identity)) = (plannable_path(&file), identity(&file)) {
-            pooled.entry(path.to_string()).or_default().identity = Some(identity);
-        }
-    }
-
     for run in runs.iter().rev() {
-        let files = profile.files(run.id)?;
-        let events = profile.page_events(run.id)?;
-        let tree: HashSet<i32> = profile
-            .processes(run.id)?
-            .iter()
-            .filter(|p| p.in_tree)
-            .map(|p| p.pid)
-            .collect();
-        let ready = profile
-            .marks(run.id)?
-            .iter()
-            .filter(|m| m.name == "ready")
-            .map(|m| m.t_ns)
-            .min();
-        let until = ready.or(run.ended_ns);
-        if ready.is_none() {
+        let loaded = LoadedRun::load_rows(profile, run.clone())?;
+        if run.id == latest {
+            pooled = reference_identities(&loaded.files);
+        }
+        if loaded.ready_ns().is_none() {
             warnings.push(format!(
                 "run {} has no ready mark: every page it needed until it ended counts (trace with --ready-regex \
                  or --ready-file to stop at readiness)",
                 run.id
             ));
         }
-
-        // This run's first-need time of each page, per file id.
-        let mut first: HashMap<i64, HashMap<u64, i64>> = HashMap::new();
-        for e in &events {
-            if !tree.contains(&e.pid)
-                || !kinds.contains(&e.kind)
-                || until.is_some_and(|u| e.t_ns > u)
-            {
-                continue;
-            }
-            let pages = first.entry(e.file_id).or_default();
-            for page in e.page..e.page + e.npages {
-                pages
-                    .entry(page)
-                    .and_modify(|t| *t = (*t).min(e.t_ns))
-                    .or_insert(e.t_ns);
-            }
-        }
-
-        let mut needed = 0u64;
-        for file in &files {
-            let pages = first.remove(&file.id).unwrap_or_default();
-            let (Some(path), Some(seen)) = (plannable_path(file), identity(file)) else {
-                stats.pages_unplannable += pages.len() as u64;
-                continue;
-            };
-            if pages.is_empty() && !file.opened_by_tree {
-                continue;
-            }
-            let Some(entry) = pooled.get_mut(path) else {
-                // Gone from the latest run: nothing to check it against, and
-                // the program no longer uses it.
-                continue;
-            };
-            let reference = entry
-                .identity
-                .as_ref()
-                .expect("pooled files have an identity");
-            let same = reference.same(&seen);
-            if run.id == latest.id && !same {
-                // Another inode at the path in the same run: the one the
-                // program replaced (the path names the new one now).
-                continue;
-            }
-            if run.id != latest.id && entry.changes_each_start.is_none() {
-                entry.changes_each_start = Some(!same);
-            }
-            if !same {
-                if !entry.runs_changed.contains(&run.id) {
-                    entry.runs_changed.push(run.id);
-                }
-                continue;
-            }
-            entry.runs_used += 1;
-            needed += pages.len() as u64;
-            // Pages past the end of the file (a mapping's tail) cannot be read.
-            let end = reference.size.div_ceil(page_size);
-            entry
-                .needs
-                .extend(pages.into_iter().filter(|&(p, _)| p < end));
-        }
-        stats.pages_unplannable += first.values().map(|p| p.len() as u64).sum::<u64>();
-        stats.runs.push(RunStats {
-            run: run.id,
-            pages_needed: needed,
-            until_ns: until,
-            ready: ready.is_some(),
-        });
+        let needs = first_needs(&loaded, demand);
+        let run_stats = pool_run(&loaded, needs, latest, page_size, &mut pooled, &mut stats);
+        stats.runs.push(run_stats);
     }
     stats.runs.reverse();
     let min_runs = threshold(options.min_fraction, runs.len());
     stats.min_runs = min_runs;
-    let mut paths: Vec<String> = pooled.keys().cloned().collect();
-    paths.sort();
-    let mut opened_only = Vec::new();
-    let mut planned_files: Vec<(String, Identity)> = Vec::new();
-    let mut extents: Vec<Extent> = Vec::new();
-    let mut rewritten = Vec::new();
-    let mut upgraded = Vec::new();
-    for path in paths {
-        let mut entry = pooled.remove(&path).expect("path from the map");
-        if entry.runs_used == 0 {
-            continue;
-        }
-        if entry.changes_each_start == Some(true) {
-            stats.files_rewritten += 1;
-            rewritten.push(path);
-            continue;
-        }
-        if !entry.runs_changed.is_empty() {
-            entry.runs_changed.sort();
-            let last = entry.runs_changed[entry.runs_changed.len() - 1];
-            upgraded.push(format!("{path} (changed after run {last})"));
-        }
-        // A file that changed counts over the runs that saw it as it is now.
-        let needs_runs = threshold(options.min_fraction, runs.len() - entry.runs_changed.len());
-        let pages = pool(entry.needs, needs_runs, &mut stats);
-        let identity = entry.identity.expect("pooled files have an identity");
-        if pages.is_empty() {
-            if entry.runs_used >= needs_runs {
-                opened_only.push((path, identity));
-            }
-            continue;
-        }
-        let index = planned_files.len();
-        planned_files.push((path, identity));
-        extents.extend(build_extents(index, &pages, options, &mut stats));
-    }
 
-    if !rewritten.is_empty() {
-        warnings.push(format!(
-            "{} files changed between the last two runs that used them: the program (or something beside it) \
-             writes them at every start, so a plan of them would be stale; left out: {}",
-            rewritten.len(),
-            examples(&rewritten)
-        ));
-    }
-    if !upgraded.is_empty() {
-        warnings.push(format!(
-            "{} files changed between runs and then stayed as they are: only the runs that saw them as they \
-             are now count for them: {}",
-            upgraded.len(),
-            examples(&upgraded)
-        ));
-    }
-
-    extents.sort_by_key(|e| (e.need_ns, e.file, e.page));
+    let mut decided = decide_files(pooled, runs.len(), options, &mut stats);
+    warnings.extend(changed_file_warnings(&decided.rewritten, &decided.upgraded));
+    decided.extents.sort_by_key(|e| (e.need_ns, e.file, e.page));
     if let Some(cap) = options.max_bytes {
-        let mut total = 0u64;
-        let keep = extents
-            .iter()
-            .position(|e| {
-                total += e.pages * page_size;
-                total > cap
-            })
-            .unwrap_or(extents.len());
-        if keep < extents.len() {
-            let dropped = &extents[keep..];
-            stats.pages_over_cap = dropped.iter().map(|e| e.pages).sum();
-            warnings.push(format!(
-                "the size cap dropped the {} extents needed last ({} pages, from {:.1} ms after launch on)",
-                dropped.len(),
-                stats.pages_over_cap,
-                dropped[0].need_ns as f64 / 1e6
-            ));
-            extents.truncate(keep);
-        }
+        warnings.extend(apply_cap(&mut decided.extents, cap, page_size, &mut stats));
     }
-
-    // Files: those only opened first (by path), then by first need.
-    stats.files_opened_only = opened_only.len();
-    let mut files: Vec<PlanFile> = Vec::new();
-    for (path, identity) in opened_only {
-        files.push(plan_file(path, identity));
-    }
-    let mut renumber: Vec<Option<usize>> = vec![None; planned_files.len()];
-    let mut slots: Vec<Option<(String, Identity)>> = planned_files.into_iter().map(Some).collect();
-    for extent in &mut extents {
-        let new = *renumber[extent.file].get_or_insert_with(|| {
-            let (path, identity) = slots[extent.file]
-                .take()
-                .expect("each file is numbered once");
-            files.push(plan_file(path, identity));
-            files.len() - 1
-        });
-        extent.file = new;
-    }
+    stats.files_opened_only = decided.opened_only.len();
+    let files = number_files(decided.opened_only, decided.planned, &mut decided.extents);
 
     let plan = Plan {
         page_size,
@@ -401,13 +246,270 @@ pub fn compile(
             .to_string(),
         },
         files,
-        extents,
+        extents: decided.extents,
     };
     Ok(Compiled {
         plan,
         warnings,
         stats,
     })
+}
+
+/// The page size all `runs` were traced with; pages of different sizes
+/// cannot be pooled.
+fn common_page_size(runs: &[Run]) -> Result<u64, CompileError> {
+    let first = &runs[0];
+    match runs
+        .iter()
+        .find(|r| r.start.page_size != first.start.page_size)
+    {
+        Some(other) => Err(CompileError::Runs(format!(
+            "runs {} and {} were traced with different page sizes ({} and {} bytes)",
+            first.id, other.id, first.start.page_size, other.start.page_size
+        ))),
+        None => Ok(first.start.page_size.max(1)),
+    }
+}
+
+/// Each plannable file of the latest run, with the identity the plan
+/// records and every other run is checked against.
+fn reference_identities(files: &[File]) -> HashMap<String, Pooled> {
+    let mut pooled: HashMap<String, Pooled> = HashMap::new();
+    for file in files {
+        if let (Some(path), Some(identity)) = (plannable_path(file), identity(file)) {
+            pooled.entry(path.to_string()).or_default().identity = Some(identity);
+        }
+    }
+    pooled
+}
+
+/// Whether an event of `kind` says a page was needed: the page was touched
+/// ([`is_touch`]; reads count when every run was traced with readahead
+/// off, `demand`), or, with readahead on, fault-around mapped it. The pool
+/// decides, not each run, so that all runs count the same events.
+fn is_need(kind: PageEventKind, demand: bool) -> bool {
+    is_touch(kind, demand) || (!demand && kind == PageEventKind::Map)
+}
+
+/// The run's first-need time of each page its tree needed before it was
+/// ready (the end of the run without a ready mark), per file id.
+fn first_needs(run: &LoadedRun, demand: bool) -> HashMap<i64, HashMap<u64, i64>> {
+    let until = run.ready_ns().or(run.run.ended_ns);
+    let mut first: HashMap<i64, HashMap<u64, i64>> = HashMap::new();
+    for e in run.tree_events() {
+        if !is_need(e.kind, demand) || until.is_some_and(|u| e.t_ns > u) {
+            continue;
+        }
+        let pages = first.entry(e.file_id).or_default();
+        for page in event_pages(e) {
+            pages
+                .entry(page)
+                .and_modify(|t| *t = (*t).min(e.t_ns))
+                .or_insert(e.t_ns);
+        }
+    }
+    first
+}
+
+/// Adds one run's needs to the pool, file by file, when the run saw the
+/// file as the latest run did; notes files that changed between runs.
+fn pool_run(
+    run: &LoadedRun,
+    mut first: HashMap<i64, HashMap<u64, i64>>,
+    latest: RunId,
+    page_size: u64,
+    pooled: &mut HashMap<String, Pooled>,
+    stats: &mut CompileStats,
+) -> RunStats {
+    let id = run.id();
+    let mut needed = 0u64;
+    for file in &run.files {
+        let pages = first.remove(&file.id).unwrap_or_default();
+        let (Some(path), Some(seen)) = (plannable_path(file), identity(file)) else {
+            stats.pages_unplannable += pages.len() as u64;
+            continue;
+        };
+        if pages.is_empty() && !file.opened_by_tree {
+            continue;
+        }
+        let Some(entry) = pooled.get_mut(path) else {
+            // Gone from the latest run: nothing to check it against, and
+            // the program no longer uses it.
+            continue;
+        };
+        let reference = entry
+            .identity
+            .as_ref()
+            .expect("pooled files have an identity");
+        let same = reference.same(&seen);
+        if id == latest && !same {
+            // Another inode at the path in the same run: the one the
+            // program replaced (the path names the new one now).
+            continue;
+        }
+        if id != latest && entry.changes_each_start.is_none() {
+            entry.changes_each_start = Some(!same);
+        }
+        if !same {
+            if !entry.runs_changed.contains(&id) {
+                entry.runs_changed.push(id);
+            }
+            continue;
+        }
+        entry.runs_used += 1;
+        needed += pages.len() as u64;
+        // Pages past the end of the file (a mapping's tail) cannot be read.
+        let end = reference.size.div_ceil(page_size);
+        entry
+            .needs
+            .extend(pages.into_iter().filter(|&(p, _)| p < end));
+    }
+    stats.pages_unplannable += first.values().map(|p| p.len() as u64).sum::<u64>();
+    RunStats {
+        run: id,
+        pages_needed: needed,
+        until_ns: run.ready_ns().or(run.run.ended_ns),
+        ready: run.ready_ns().is_some(),
+    }
+}
+
+/// What becomes of the pooled files.
+#[derive(Default)]
+struct Decided {
+    /// Files only opened (no page planned), by path.
+    opened_only: Vec<(String, Identity)>,
+    /// Files with planned pages; `extents` number them by position here.
+    planned: Vec<(String, Identity)>,
+    extents: Vec<Extent>,
+    /// Files left out because they change at every start.
+    rewritten: Vec<String>,
+    /// Files that changed between runs and then stayed, with the last run
+    /// that saw them otherwise.
+    upgraded: Vec<String>,
+}
+
+/// Decides each pooled file, by path: left out (unused, rewritten at every
+/// start), only opened, or planned with the extents of the pages enough of
+/// the runs that saw it as it is now needed.
+fn decide_files(
+    mut pooled: HashMap<String, Pooled>,
+    runs: usize,
+    options: &CompileOptions,
+    stats: &mut CompileStats,
+) -> Decided {
+    let mut paths: Vec<String> = pooled.keys().cloned().collect();
+    paths.sort();
+    let mut decided = Decided::default();
+    for path in paths {
+        let mut entry = pooled.remove(&path).expect("path from the map");
+        if entry.runs_used == 0 {
+            continue;
+        }
+        if entry.changes_each_start == Some(true) {
+            stats.files_rewritten += 1;
+            decided.rewritten.push(path);
+            continue;
+        }
+        if !entry.runs_changed.is_empty() {
+            entry.runs_changed.sort();
+            let last = entry.runs_changed[entry.runs_changed.len() - 1];
+            decided
+                .upgraded
+                .push(format!("{path} (changed after run {last})"));
+        }
+        // A file that changed counts over the runs that saw it as it is now.
+        let needs_runs = threshold(options.min_fraction, runs - entry.runs_changed.len());
+        let pages = pool(entry.needs, needs_runs, stats);
+        let identity = entry.identity.expect("pooled files have an identity");
+        if pages.is_empty() {
+            if entry.runs_used >= needs_runs {
+                decided.opened_only.push((path, identity));
+            }
+            continue;
+        }
+        let index = decided.planned.len();
+        decided.planned.push((path, identity));
+        decided
+            .extents
+            .extend(build_extents(index, &pages, options, stats));
+    }
+    decided
+}
+
+/// The warnings about files that changed between runs.
+fn changed_file_warnings(rewritten: &[String], upgraded: &[String]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !rewritten.is_empty() {
+        warnings.push(format!(
+            "{} files changed between the last two runs that used them: the program (or something beside it) \
+             writes them at every start, so a plan of them would be stale; left out: {}",
+            rewritten.len(),
+            examples(rewritten)
+        ));
+    }
+    if !upgraded.is_empty() {
+        warnings.push(format!(
+            "{} files changed between runs and then stayed as they are: only the runs that saw them as they \
+             are now count for them: {}",
+            upgraded.len(),
+            examples(upgraded)
+        ));
+    }
+    warnings
+}
+
+/// Drops the extents (in need order) past `cap` bytes: those needed last.
+/// The warning saying what was dropped, if anything was.
+fn apply_cap(
+    extents: &mut Vec<Extent>,
+    cap: u64,
+    page_size: u64,
+    stats: &mut CompileStats,
+) -> Option<String> {
+    let mut total = 0u64;
+    let keep = extents
+        .iter()
+        .position(|e| {
+            total = total.saturating_add(e.pages.saturating_mul(page_size));
+            total > cap
+        })
+        .unwrap_or(extents.len());
+    let dropped = extents.get(keep..).filter(|d| !d.is_empty())?;
+    stats.pages_over_cap = dropped.iter().map(|e| e.pages).sum();
+    let warning = format!(
+        "the size cap dropped the {} extents needed last ({} pages, from {:.1} ms after launch on)",
+        dropped.len(),
+        stats.pages_over_cap,
+        dropped[0].need_ns as f64 / 1e6
+    );
+    extents.truncate(keep);
+    Some(warning)
+}
+
+/// The plan's files: those only opened first (by path), then the planned
+/// ones in order of first need; renumbers the extents' files to match.
+fn number_files(
+    opened_only: Vec<(String, Identity)>,
+    planned: Vec<(String, Identity)>,
+    extents: &mut [Extent],
+) -> Vec<PlanFile> {
+    let mut files: Vec<PlanFile> = opened_only
+        .into_iter()
+        .map(|(path, identity)| plan_file(path, identity))
+        .collect();
+    let mut renumber: Vec<Option<usize>> = vec![None; planned.len()];
+    let mut slots: Vec<Option<(String, Identity)>> = planned.into_iter().map(Some).collect();
+    for extent in extents {
+        let new = *renumber[extent.file].get_or_insert_with(|| {
+            let (path, identity) = slots[extent.file]
+                .take()
+                .expect("each file is numbered once");
+            files.push(plan_file(path, identity));
+            files.len() - 1
+        });
+        extent.file = new;
+    }
+    files
 }
 
 /// The runs to pool, oldest first.
@@ -529,7 +631,7 @@ fn build_extents(
             let piece_start = group[i].0;
             let mut need = group[i].1;
             let mut j = i + 1;
-            while j < group.len() && group[j].0 < piece_start + max {
+            while j < group.len() && group[j].0 < piece_start.saturating_add(max) {
                 need = need.min(group[j].1);
                 j += 1;
             }
@@ -546,4 +648,31 @@ fn build_extents(
         start = end;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_defaults_are_whole_pages_of_any_size() {
+        // 16 KiB gap and 4 MiB extents: 4 and 1024 pages of 4 KiB, 1 and
+        // 256 of 16 KiB, 0 and 64 of 64 KiB.
+        for (page_size, gap, extent) in [(4096, 4, 1024), (16384, 1, 256), (65536, 0, 64)] {
+            let options = CompileOptions::for_page_size(page_size);
+            assert_eq!(
+                (options.merge_gap_pages, options.max_extent_pages),
+                (gap, extent),
+                "{page_size}"
+            );
+            assert_eq!(options.min_fraction, 0.25);
+        }
+        let default = CompileOptions::default();
+        assert_eq!(
+            (default.merge_gap_pages, default.max_extent_pages),
+            (4, 1024)
+        );
+        // An extent is at least one page, however large the pages.
+        assert_eq!(CompileOptions::for_page_size(8 << 20).max_extent_pages, 1);
+    }
 }

@@ -4,8 +4,9 @@
 //! `-finstrument-function-entry-bare`); each process then writes which
 //! functions it called, first call first, as file offsets within the files
 //! they sit in. This module reads those records, names the functions with
-//! the symbols of their files, maps the names onto an uninstrumented build
-//! of the same program, and turns the result into profile rows.
+//! the symbols of their files, and turns the result into profile rows;
+//! placing the names in an uninstrumented build of the same program is
+//! analysis (`coldstart_analyze::plain`).
 //! docs/functions-format.md describes the record.
 
 use coldstart_binary::{OffsetIndex, SymbolKind};
@@ -675,109 +676,6 @@ fn function_at(index: &OffsetIndex, offset: u64) -> Option<FunctionSymbol> {
         })
 }
 
-// ---- Mapping onto an uninstrumented build ----
-
-/// A traced function found by name in the uninstrumented build.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlainFunction {
-    /// Index into [`FunctionTrace::functions`].
-    pub traced: usize,
-    /// The traced (instrumented build's) raw name.
-    pub raw_name: String,
-    /// The uninstrumented build's symbol.
-    pub plain: FunctionSymbol,
-    /// Found only after dropping a gcc clone suffix (`.isra.0`,
-    /// `.constprop.0`, `.part.0`...): the builds cloned it differently.
-    pub by_base_name: bool,
-}
-
-/// The traced functions of one module, placed in an uninstrumented build.
-/// Instrumentation changes code size and inlining, so only names carry
-/// over from one build to the other, not offsets.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlainMapping {
-    /// In the trace's order (by pid, then first call).
-    pub functions: Vec<PlainFunction>,
-    /// Traced names the plain build lacks: inlined away there, or only in
-    /// the instrumented build. Each name once.
-    pub missing: Vec<String>,
-    /// Traced names the plain build has several functions of (local
-    /// symbols of different files); left unplaced. Each name once.
-    pub ambiguous: Vec<String>,
-    /// Traced functions of the module without a name to look up.
-    pub unnamed: u64,
-}
-
-impl FunctionTrace {
-    /// Places the functions of module `module` in `plain`, the index of an
-    /// uninstrumented build of the same file, by raw symbol name.
-    pub fn map_to_plain(&self, module: usize, plain: &OffsetIndex) -> PlainMapping {
-        let mut by_name: HashMap<&str, Vec<&coldstart_binary::SymbolSpan>> = HashMap::new();
-        for s in plain.symbols() {
-            if s.kind != SymbolKind::Object {
-                by_name.entry(s.raw_name.as_str()).or_default().push(s);
-            }
-        }
-        let mut mapping = PlainMapping::default();
-        let mut reported: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for (i, f) in self.functions.iter().enumerate() {
-            if f.module != module {
-                continue;
-            }
-            let Some(symbol) = &f.symbol else {
-                mapping.unnamed += 1;
-                continue;
-            };
-            let raw = symbol.raw_name.as_str();
-            let (candidates, by_base_name) = match by_name.get(raw) {
-                Some(found) => (Some(found), false),
-                None => (by_name.get(base_name(raw)), true),
-            };
-            match candidates.map(Vec::as_slice) {
-                Some([only]) => mapping.functions.push(PlainFunction {
-                    traced: i,
-                    raw_name: raw.to_string(),
-                    plain: FunctionSymbol {
-                        raw_name: only.raw_name.clone(),
-                        name: only.name().to_string(),
-                        offset: only.offset,
-                        size: only.size,
-                    },
-                    by_base_name,
-                }),
-                Some([_, _, ..]) => {
-                    if reported.insert(raw) {
-                        mapping.ambiguous.push(raw.to_string());
-                    }
-                }
-                _ => {
-                    if reported.insert(raw) {
-                        mapping.missing.push(raw.to_string());
-                    }
-                }
-            }
-        }
-        mapping
-    }
-}
-
-/// `foo.isra.0` -> `foo`: the name before gcc's clone and split suffixes.
-fn base_name(raw: &str) -> &str {
-    const CLONES: [&str; 6] = [
-        ".isra.",
-        ".constprop.",
-        ".part.",
-        ".cold",
-        ".lto_priv.",
-        ".llvm.",
-    ];
-    CLONES
-        .iter()
-        .filter_map(|suffix| raw.find(suffix))
-        .min()
-        .map_or(raw, |at| &raw[..at])
-}
-
 // ---- Profile rows ----
 
 /// What [`FunctionTrace::profile_rows`] gives `Profile::write_functions`.
@@ -823,41 +721,6 @@ impl FunctionTrace {
             });
         }
         rows
-    }
-}
-
-impl PlainMapping {
-    /// The mapped functions as profile rows of `plain_file` (the
-    /// uninstrumented build), at its offsets; times as in
-    /// [`FunctionTrace::profile_rows`].
-    pub fn profile_rows(
-        &self,
-        trace: &FunctionTrace,
-        plain_file: NewFile,
-        program_start_ns: i64,
-    ) -> ProfileRows {
-        let functions = self
-            .functions
-            .iter()
-            .filter_map(|p| {
-                let f = trace.functions.get(p.traced)?;
-                Some(FunctionEvent {
-                    pid: f.pid,
-                    first_seq: f.first_seq,
-                    file_id: Batch::batch_file_id(0),
-                    offset: p.plain.offset,
-                    size: Some(p.plain.size),
-                    symbol: Some(p.plain.raw_name.clone()),
-                    first_t_ns: f.first_t_ns - program_start_ns,
-                    calls: f.calls,
-                })
-            })
-            .collect();
-        ProfileRows {
-            files: vec![plain_file],
-            functions,
-            left_out: 0,
-        }
     }
 }
 
@@ -1007,14 +870,5 @@ mod tests {
                 .to_string();
             assert!(err.contains("apt-get install binutils"), "{err}");
         }
-    }
-
-    #[test]
-    fn gcc_clone_suffixes_are_dropped_for_base_names() {
-        assert_eq!(base_name("parse.isra.0"), "parse");
-        assert_eq!(base_name("f.constprop.0.isra.0"), "f");
-        assert_eq!(base_name("g.part.3"), "g");
-        assert_eq!(base_name("main.cold"), "main");
-        assert_eq!(base_name("_ZN3foo3barEv"), "_ZN3foo3barEv");
     }
 }

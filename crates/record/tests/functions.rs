@@ -4,6 +4,7 @@
 //! and counts come from the programs' fixed structure; `nm` and `readelf`
 //! place the symbols independently of coldstart's own ELF reader.
 
+use coldstart_analyze::startup::called_symbols;
 use coldstart_binary::OffsetIndex;
 use coldstart_profile::{CacheMode, Profile, RunStart};
 use coldstart_record::functions::{
@@ -427,27 +428,57 @@ fn an_instrumented_library_in_a_plain_program_maps_onto_its_plain_build() {
         assert_eq!(sequence(&trace, dumps[0].pid), calls, "{}", chain.cc);
         check_against_nm(&trace, &lib, chain);
 
-        let module = trace.module_by_path(&lib).unwrap();
-        let mapping = trace.map_to_plain(module, &plain_index);
-        let placed: Vec<(&str, u64)> = mapping
-            .functions
+        // Placed in the plain build the way `coldstart order` places them:
+        // through a profile, by name.
+        let (profile, run) = profile_of(&trace, &dumps[0], &lib_dir);
+        // The traced copy: the plain one never ran.
+        let module = globset::Glob::new("**/libcalls.so")
+            .unwrap()
+            .compile_matcher();
+        let called = called_symbols(&profile, run, &plain_index, &module).unwrap();
+        assert_eq!(called.processes.len(), 1);
+        let placed: Vec<(&str, u64)> = called.processes[0]
+            .1
             .iter()
-            .map(|p| (p.raw_name.as_str(), p.plain.offset))
+            .map(|c| (c.raw_name.as_str(), c.offset))
             .collect();
         let want: Vec<(&str, u64)> = ["lib_entry", "l0", "l1", "l2", "l3", "l4"]
             .into_iter()
             .map(|name| (name, plain_truth[name].0))
             .collect();
         assert_eq!(placed, want, "{}: plain offsets from nm", chain.cc);
-        let missing: Vec<&str> = if chain.exact_starts {
-            vec!["helper"]
-        } else {
-            vec![]
-        };
-        assert_eq!(mapping.missing, missing, "inlined away in the plain build");
-        assert!(mapping.ambiguous.is_empty());
-        assert_eq!(mapping.unnamed, 0);
+        // helper is inlined away in the plain build.
+        let missing = u64::from(chain.exact_starts);
+        assert_eq!(called.not_in_binary, missing, "{}", chain.cc);
+        assert!(called.ambiguous.is_empty());
+        assert!(called.processes[0].1.iter().all(|c| !c.by_base_name));
     }
+}
+
+/// The trace written into a new profile in `dir`, as `coldstart trace`
+/// writes it; the profile and its run.
+fn profile_of(trace: &FunctionTrace, dump: &Dump, dir: &Path) -> (Profile, i64) {
+    let mut profile = Profile::create_or_open(&dir.join("profile.db")).unwrap();
+    let run = profile
+        .begin_run(&RunStart {
+            argv: vec!["host".into()],
+            cwd: "/".into(),
+            cache_mode: CacheMode::Warm,
+            started_at_unix_ns: 0,
+            kernel: String::new(),
+            page_size: 4096,
+            read_ahead_kb: None,
+            fault_around_bytes: None,
+            uid: 0,
+            gid: 0,
+            tool_version: "test".into(),
+        })
+        .unwrap();
+    let rows = trace.profile_rows(dump.start_ns);
+    profile
+        .write_functions(run, &rows.files, &rows.functions)
+        .unwrap();
+    (profile, run)
 }
 
 #[test]
