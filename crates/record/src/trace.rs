@@ -6,11 +6,8 @@
 //! Raw trace buffers are only kept in memory while the program runs and
 //! decoded after tracing stopped, so decoding costs the program nothing.
 
-use crate::cache;
-use crate::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
-use crate::readahead::ReadaheadOverride;
 use crate::tracefs::events::{
     Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
 };
@@ -21,6 +18,11 @@ use coldstart_profile::{
     Batch, CacheMode, EndReason, LostEvents, Mark, NewFile, PageEvent, PageEventKind, Process,
     Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
 };
+use coldstart_system::build_id::build_id;
+use coldstart_system::cache;
+use coldstart_system::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
+use coldstart_system::proc;
+use coldstart_system::readahead::{self, ReadaheadOverride, read_ahead_kb_for};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -127,7 +129,7 @@ pub fn trace(
     if !stale.is_empty() {
         stage(Stage::RemovedStale(stale));
     }
-    let restored = crate::readahead::restore_stale();
+    let restored = readahead::restore_stale();
     if !restored.is_empty() {
         stage(Stage::RestoredReadahead(restored));
     }
@@ -224,7 +226,7 @@ pub fn trace(
             .unwrap_or_default(),
         cache_mode: options.cache,
         started_at_unix_ns: unix_now_ns(),
-        kernel: kernel_release(),
+        kernel: proc::kernel_release(),
         page_size,
         read_ahead_kb: options.read_ahead_kb.or_else(|| {
             options
@@ -305,13 +307,14 @@ pub fn trace(
     });
 
     let assembled = assemble(&events, t0, root_pid, &opens, &mapped, &mappings, page_size);
+    let reason = recorded_reason(ending.reason);
     let mut batch = assembled.batch;
     batch.lost = lost.clone();
     batch.marks.push(Mark {
         t_ns: ending.at_ns - t0,
         name: "end".into(),
     });
-    if ending.reason.is_ready() {
+    if reason.is_ready() {
         batch.marks.push(Mark {
             t_ns: ending.at_ns - t0,
             name: "ready".into(),
@@ -319,7 +322,7 @@ pub fn trace(
     }
     let summary = TraceSummary {
         run,
-        reason: ending.reason,
+        reason,
         ended_ns: ending.at_ns - t0,
         exit,
         lost_events: lost.iter().map(|l| l.events).sum(),
@@ -338,7 +341,7 @@ pub fn trace(
         run,
         &RunEnd {
             ended_ns: ending.at_ns - t0,
-            end_reason: ending.reason,
+            end_reason: reason,
             exit_code: exit.code,
             exit_signal: exit.signal,
             root_pid: Some(root_pid),
@@ -356,6 +359,18 @@ fn launch_error(options: &TraceOptions, error: std::io::Error) -> TraceError {
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default(),
         error,
+    }
+}
+
+/// The launcher's reason, as a profile names it.
+fn recorded_reason(reason: launch::EndReason) -> EndReason {
+    match reason {
+        launch::EndReason::Exited => EndReason::Exited,
+        launch::EndReason::Signaled => EndReason::Signaled,
+        launch::EndReason::ReadyRegex => EndReason::ReadyRegex,
+        launch::EndReason::ReadyFile => EndReason::ReadyFile,
+        launch::EndReason::Timeout => EndReason::Timeout,
+        launch::EndReason::Interrupted => EndReason::Interrupted,
     }
 }
 
@@ -698,9 +713,7 @@ pub fn assemble(
                 p.tgid = tgid_of.get(&p.pid).copied();
             }
             if p.comm.is_none() {
-                p.comm = std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
-                    .ok()
-                    .map(|c| c.trim_end().to_string());
+                p.comm = proc::comm(p.pid);
             }
             p
         })
@@ -756,85 +769,6 @@ fn new_file(
     file
 }
 
-/// The GNU build-id of an ELF file, as hex, read without disturbing the
-/// page cache: only from the ELF header and PT_NOTE segments, and only when
-/// the pages holding them are already resident (the traced program read
-/// them), so recording a run never makes more of a file resident.
-pub fn build_id(path: &Path) -> Option<String> {
-    let file = File::open(path).ok()?;
-    let cached = cache::resident_pages_fd(&file, path).ok()?;
-    let page = cached.page_size as usize;
-    read_build_id(&file, &|start: usize, end: usize| {
-        (start / page..end.div_ceil(page)).all(|p| cached.contains(p as u64))
-    })
-}
-
-/// The GNU build-id of an open ELF file, as hex, reading the pages that hold
-/// its ELF header, program headers and notes if they are not resident, and
-/// nothing around them (no readahead: a readahead window would also leave a
-/// mark whose first touch by another reader starts a larger window).
-pub fn build_id_of_open(file: &File) -> Option<String> {
-    read_build_id(file, &|_, _| true)
-}
-
-/// The build-id from the parts of `file` for which `readable(start, end)`
-/// holds (byte ranges, already clamped to the file).
-fn read_build_id(file: &File, readable: &dyn Fn(usize, usize) -> bool) -> Option<String> {
-    // SAFETY: read-only map; a concurrent truncation would SIGBUS, the
-    // same risk every ELF reader takes.
-    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
-    // No readahead around what we do read.
-    let _ = map.advise(memmap2::Advice::Random);
-    let data: &[u8] = &map;
-    let resident = |start: usize, end: usize| {
-        let end = end.min(data.len());
-        start <= end && readable(start, end)
-    };
-    if !resident(0, 64.min(data.len())) || data.get(..4)? != b"\x7fELF" {
-        return None;
-    }
-    match data.get(4)? {
-        1 => build_id_of::<object::elf::FileHeader32<object::Endianness>>(data, &resident),
-        2 => build_id_of::<object::elf::FileHeader64<object::Endianness>>(data, &resident),
-        _ => None,
-    }
-}
-
-fn build_id_of<H: object::read::elf::FileHeader<Endian = object::Endianness>>(
-    data: &[u8],
-    resident: &dyn Fn(usize, usize) -> bool,
-) -> Option<String> {
-    use object::read::elf::ProgramHeader;
-    let header = H::parse(data).ok()?;
-    let endian = header.endian().ok()?;
-    let phoff: u64 = header.e_phoff(endian).into();
-    let phsize = usize::from(header.e_phentsize(endian)) * usize::from(header.e_phnum(endian));
-    if !resident(phoff as usize, (phoff as usize).checked_add(phsize)?) {
-        return None;
-    }
-    for segment in header.program_headers(endian, data).ok()? {
-        if segment.p_type(endian) != object::elf::PT_NOTE {
-            continue;
-        }
-        let (offset, size) = segment.file_range(endian);
-        if !resident(
-            offset as usize,
-            (offset as usize).checked_add(size as usize)?,
-        ) {
-            continue;
-        }
-        let Ok(Some(mut notes)) = segment.notes(endian, data) else {
-            continue;
-        };
-        while let Ok(Some(note)) = notes.next() {
-            if note.name() == b"GNU" && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID {
-                return Some(note.desc().iter().map(|b| format!("{b:02x}")).collect());
-            }
-        }
-    }
-    None
-}
-
 fn unix_now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -842,38 +776,26 @@ fn unix_now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// read_ahead_kb of the block device holding `program` (looked up in PATH
-/// when it has no slash).
-pub fn read_ahead_kb_for(program: &Path) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let resolved = if program.components().count() > 1 {
-        program.to_path_buf()
-    } else {
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())?
-    };
-    let dev = std::fs::metadata(resolved).ok()?.dev();
-    read_ahead_kb_of_device(dev)
-}
-
-/// read_ahead_kb of a device (a partition reports its disk's).
-pub fn read_ahead_kb_of_device(dev: u64) -> Option<u64> {
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-    [
-        base.join("queue/read_ahead_kb"),
-        base.join("../queue/read_ahead_kb"),
-    ]
-    .iter()
-    .find_map(|p| std::fs::read_to_string(p).ok())
-    .and_then(|t| t.trim().parse().ok())
+    #[test]
+    fn launch_reasons_are_recorded_under_the_same_names() {
+        use launch::EndReason as Launch;
+        let expected = [
+            (Launch::Exited, EndReason::Exited, "exited"),
+            (Launch::Signaled, EndReason::Signaled, "signaled"),
+            (Launch::ReadyRegex, EndReason::ReadyRegex, "ready-regex"),
+            (Launch::ReadyFile, EndReason::ReadyFile, "ready-file"),
+            (Launch::Timeout, EndReason::Timeout, "timeout"),
+            (Launch::Interrupted, EndReason::Interrupted, "interrupted"),
+        ];
+        for (launched, recorded, name) in expected {
+            assert_eq!(recorded_reason(launched), recorded);
+            // Benchmarks report the launcher's name, profiles their own.
+            assert_eq!(launched.as_str(), name);
+            assert_eq!(recorded.as_str(), name);
+        }
+    }
 }
