@@ -1,9 +1,13 @@
 //! The machine facts recorded with every benchmark, so a figure can be
 //! judged (and compared) knowing what it was measured on.
 
+use coldstart_system::cache;
+use coldstart_system::launch::resolve_program;
+use coldstart_system::proc;
+use coldstart_system::readahead::read_ahead_kb_of_device;
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {
@@ -31,21 +35,21 @@ pub struct Environment {
 impl Environment {
     /// Facts about this machine and the device holding `program`.
     pub fn detect(program: &Path) -> Environment {
-        let resolved = resolve(program);
+        let resolved = resolve_program(program);
         let dev = resolved
             .as_ref()
             .and_then(|p| std::fs::metadata(p).ok())
             .map(|m| m.dev());
         Environment {
-            kernel: coldstart_record::trace::kernel_release(),
+            kernel: proc::kernel_release(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            cpu_model: cpu_model(),
-            memory_bytes: memory_bytes(),
+            cpu_model: proc::cpu_model(),
+            memory_bytes: proc::meminfo_bytes("MemTotal"),
             cpu_governor: read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
             program: resolved.as_ref().map(|p| p.display().to_string()),
             device: dev.map(|d| format!("{}:{}", libc::major(d), libc::minor(d))),
-            read_ahead_kb: dev.and_then(coldstart_record::trace::read_ahead_kb_of_device),
-            page_size: coldstart_record::cache::page_size(),
+            read_ahead_kb: dev.and_then(read_ahead_kb_of_device),
+            page_size: cache::page_size(),
             damon_reclaim: damon_reclaim(),
             coldstart_version: env!("CARGO_PKG_VERSION").to_string(),
             started_at_unix_s: std::time::SystemTime::now()
@@ -55,41 +59,11 @@ impl Environment {
     }
 }
 
-/// `program` as exec would find it: itself when it has a slash, else the
-/// first PATH entry holding a file of that name.
-fn resolve(program: &Path) -> Option<PathBuf> {
-    if program.components().count() > 1 {
-        return Some(program.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
-}
-
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
-}
-
-fn cpu_model() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    text.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.trim().to_string())
-}
-
-fn memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    line.split_whitespace()
-        .nth(1)?
-        .parse::<u64>()
-        .ok()
-        .map(|kb| kb * 1024)
 }
 
 /// A running kdamond with a pageout scheme (DAMON sysfs interface), or the

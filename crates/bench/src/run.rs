@@ -4,9 +4,9 @@
 
 use crate::environment::Environment;
 use crate::stats::{self, Ratio, Summary};
-use coldstart_profile::{CacheMode, EndReason};
-use coldstart_record::cache;
-use coldstart_record::launch::{self, LaunchSpec};
+use coldstart_profile::CacheMode;
+use coldstart_system::cache;
+use coldstart_system::launch::{self, EndReason, LaunchSpec};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -291,7 +291,7 @@ fn timed(
                 .timeout
                 .map_or(0.0, |t| t.as_secs_f64())
         )),
-        EndReason::Interrupted | EndReason::Failed => Some("interrupted".to_string()),
+        EndReason::Interrupted => Some("interrupted".to_string()),
     };
     Ok(Some(RunRecord {
         variant: 0,

@@ -6,7 +6,7 @@
 //! bandwidth. Reading `gap = request time × bandwidth` extra bytes takes as
 //! long as one more request, so extents closer than that are merged.
 
-use coldstart_record::cache;
+use coldstart_system::cache;
 use serde::Serialize;
 use std::fs::File;
 use std::io;

@@ -5,7 +5,8 @@
 //! a changed or missing file is skipped, never prefetched blindly.
 
 use crate::model::{Plan, PlanFile};
-use coldstart_record::cache;
+use coldstart_system::build_id::build_id_of_open;
+use coldstart_system::cache;
 use serde::Serialize;
 use std::fs::File;
 use std::io;
@@ -289,7 +290,7 @@ fn open_checked(planned: &PlanFile) -> Opened {
         }
     }
     if let Some(expected) = &planned.build_id {
-        match coldstart_record::trace::build_id_of_open(&file) {
+        match build_id_of_open(&file) {
             Some(found) if &found == expected => {}
             Some(found) => {
                 return Err(format!(

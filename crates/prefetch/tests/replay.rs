@@ -212,13 +212,13 @@ fn build_ids_are_read_as_readelf_reads_them() {
     for path in ["/bin/ls", "/usr/lib/x86_64-linux-gnu/libc.so.6"] {
         let file = std::fs::File::open(path).unwrap();
         assert_eq!(
-            coldstart_record::trace::build_id_of_open(&file),
+            coldstart_system::build_id::build_id_of_open(&file),
             Some(readelf_build_id(path)),
             "{path}"
         );
     }
     let text = std::fs::File::open("/etc/passwd").unwrap();
-    assert_eq!(coldstart_record::trace::build_id_of_open(&text), None);
+    assert_eq!(coldstart_system::build_id::build_id_of_open(&text), None);
 }
 
 #[test]

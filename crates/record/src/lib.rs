@@ -1,14 +1,10 @@
 //! coldstart's record room: runs a program under kernel tracepoints in a
 //! private tracefs instance and writes what it read and touched, page by
-//! page, into a profile. Also controls the page cache (drop, evict, check
-//! residency) so runs start from a known cache state. Function-level
-//! traces come from a compiler-instrumentation runtime (`functions`).
+//! page, into a profile. Function-level traces come from a
+//! compiler-instrumentation runtime (`functions`). Launching the program
+//! and controlling the page cache belong to coldstart-system.
 
-pub mod cache;
-mod cgroup;
 pub mod functions;
-pub mod launch;
 pub mod paths;
-pub mod readahead;
 pub mod trace;
 pub mod tracefs;

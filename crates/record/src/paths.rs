@@ -8,10 +8,12 @@
 //! opens during the run (already open before it) are looked up in the
 //! live processes' /proc/PID/maps, which also carry device and inode.
 
+use coldstart_system::proc;
 use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -56,14 +58,14 @@ impl OpenWatcher {
         let group = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut unwatched = Vec::new();
         let mut marked_devices = Vec::new();
-        for (target, fstype) in mount_points() {
+        for proc::Mount { target, fstype } in proc::mounts() {
             let Ok(meta) = fs::metadata(&target) else {
                 continue;
             };
             if marked_devices.contains(&meta.dev()) || is_pseudo(&fstype) {
                 continue;
             }
-            let Ok(c_target) = std::ffi::CString::new(target.clone()) else {
+            let Ok(c_target) = std::ffi::CString::new(target.as_os_str().as_bytes()) else {
                 continue;
             };
             // SAFETY: valid descriptor and NUL-terminated path.
@@ -80,7 +82,8 @@ impl OpenWatcher {
                 marked_devices.push(meta.dev());
             } else {
                 unwatched.push(format!(
-                    "{target} ({fstype}): {}",
+                    "{} ({fstype}): {}",
+                    target.display(),
                     io::Error::last_os_error()
                 ));
             }
@@ -141,41 +144,6 @@ fn is_pseudo(fstype: &str) -> bool {
             | "rpc_pipefs"
             | "nsfs"
     )
-}
-
-fn mount_points() -> Vec<(String, String)> {
-    let Ok(mounts) = fs::read_to_string("/proc/self/mounts") else {
-        return Vec::new();
-    };
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let (_src, target, fstype) = (f.next()?, f.next()?, f.next()?);
-            Some((unescape_mount(target), fstype.to_string()))
-        })
-        .collect()
-}
-
-/// /proc/self/mounts escapes space, tab, newline and backslash as octal.
-fn unescape_mount(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && let Some(digits) = bytes.get(i + 1..i + 4)
-            && digits.iter().all(|d| (b'0'..=b'7').contains(d))
-        {
-            let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
-            out.push(value as u8);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 const EVENT_BUFFER: usize = 64 * 1024;
@@ -270,42 +238,22 @@ fn record(fd: &OwnedFd, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>) {
 /// Files mapped by live processes, by identity, from /proc/PID/maps.
 pub fn mapped_files() -> HashMap<FileIdentity, String> {
     let mut found = HashMap::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(maps) = fs::read_to_string(entry.path().join("maps")) else {
+    for pid in proc::pids() {
+        let Ok(maps) = proc::maps(pid) else {
             continue;
         };
         for line in maps.lines() {
-            if let Some((identity, path)) = parse_maps_line(line) {
-                found.entry(identity).or_insert(path);
+            if let Some(path) = file_path(&line) {
+                found.entry((line.device(), line.inode)).or_insert(path);
             }
         }
     }
     found
 }
 
-/// "addr perms offset MAJ:MIN inode path": device numbers in hex.
-fn parse_maps_line(line: &str) -> Option<(FileIdentity, String)> {
-    let mut fields = line.splitn(6, ' ');
-    let _range = fields.next()?;
-    let _perms = fields.next()?;
-    let _offset = fields.next()?;
-    let dev = fields.next()?;
-    let ino: u64 = fields.next()?.parse().ok()?;
-    let path = fields.next()?.trim_start();
-    if ino == 0 || !path.starts_with('/') || path.ends_with(" (deleted)") {
-        return None;
-    }
-    let (major, minor) = dev.split_once(':')?;
-    let major = u32::from_str_radix(major, 16).ok()?;
-    let minor = u32::from_str_radix(minor, 16).ok()?;
-    Some(((libc::makedev(major, minor), ino), path.to_string()))
+/// The path of a mapping of a file on disk, when it is UTF-8.
+fn file_path(line: &proc::MapsLine) -> Option<String> {
+    Some(std::str::from_utf8(line.file_path()?).ok()?.to_string())
 }
 
 /// A file mapping of a process: [start, end) maps the file from `offset`.
@@ -319,21 +267,16 @@ pub struct FileMapping {
 
 /// The file mappings of one process now (empty if it is gone).
 pub fn file_mappings(pid: i32) -> Vec<FileMapping> {
-    let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) else {
+    let Ok(maps) = proc::maps(pid) else {
         return Vec::new();
     };
     maps.lines()
-        .filter_map(|line| {
-            let (file, _) = parse_maps_line(line)?;
-            let mut fields = line.split(' ');
-            let (start, end) = fields.next()?.split_once('-')?;
-            let offset = fields.nth(1)?;
-            Some(FileMapping {
-                start: u64::from_str_radix(start, 16).ok()?,
-                end: u64::from_str_radix(end, 16).ok()?,
-                offset: u64::from_str_radix(offset, 16).ok()?,
-                file,
-            })
+        .filter(|line| file_path(line).is_some())
+        .map(|line| FileMapping {
+            start: line.start,
+            end: line.end,
+            offset: line.offset,
+            file: (line.device(), line.inode),
         })
         .collect()
 }
@@ -341,26 +284,4 @@ pub fn file_mappings(pid: i32) -> Vec<FileMapping> {
 /// The identity of a path, for matching it against trace events.
 pub fn identity_of(path: &Path) -> Option<FileIdentity> {
     fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn maps_lines_give_identity_and_path() {
-        let line = "7f1c2a000000-7f1c2a022000 r--p 00000000 fe:00 811083                     /usr/lib/firefox-esr/libxul.so";
-        let ((dev, ino), path) = parse_maps_line(line).unwrap();
-        assert_eq!(dev, libc::makedev(0xfe, 0));
-        assert_eq!(ino, 811083);
-        assert_eq!(path, "/usr/lib/firefox-esr/libxul.so");
-        assert!(parse_maps_line("7f-8f rw-p 00000000 00:00 0 [heap]").is_none());
-        assert!(parse_maps_line("7f-8f r--p 00000000 fe:00 12 /tmp/x (deleted)").is_none());
-    }
-
-    #[test]
-    fn mount_points_are_unescaped() {
-        assert_eq!(unescape_mount("/mnt/a\\040b"), "/mnt/a b");
-        assert_eq!(unescape_mount("/plain"), "/plain");
-    }
 }

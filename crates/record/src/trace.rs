@@ -6,11 +6,8 @@
 //! Raw trace buffers are only kept in memory while the program runs and
 //! decoded after tracing stopped, so decoding costs the program nothing.
 
-use crate::cache;
-use crate::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
-use crate::readahead::ReadaheadOverride;
 use crate::tracefs::events::{
     Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
 };
@@ -21,6 +18,11 @@ use coldstart_profile::{
     Batch, CacheMode, EndReason, LostEvents, Mark, NewFile, PageEvent, PageEventKind, Process,
     Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
 };
+use coldstart_system::build_id::build_id;
+use coldstart_system::cache;
+use coldstart_system::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
+use coldstart_system::proc;
+use coldstart_system::readahead::{self, ReadaheadOverride, read_ahead_kb_for};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -120,20 +122,85 @@ pub fn trace(
     options: &TraceOptions,
     interrupted: &AtomicBool,
     mut stage: impl FnMut(Stage),
-    mut progress: impl FnMut(Progress),
+    progress: impl FnMut(Progress),
 ) -> Result<TraceSummary, TraceError> {
     let root = instance::tracefs_root()?;
-    let stale = instance::remove_stale_instances(&root);
+    clean_up_after_killed_runs(&root, &mut stage);
+    let page_size = cache::page_size();
+    let warmup_ns = prepare_cache(options, interrupted, &mut stage)?;
+    if interrupted.load(Ordering::Acquire) {
+        return Err(TraceError::Interrupted);
+    }
+    // Files opened from here on take the device's readahead size.
+    let readahead = override_readahead(options, &mut stage)?;
+    let tracer = Tracer::start(&root, options, &mut stage)?;
+    let run = profile.begin_run(&run_start(options, page_size))?;
+
+    stage(Stage::Tracing);
+    let launched = launch_traced(profile, run, &tracer, options)?;
+    let (t0, root_pid) = (launched.t0_ns, launched.root_pid);
+    let (ending, mappings) = wait_for_startup(&launched, &tracer, options, interrupted, progress)?;
+    let mapped = paths::mapped_files();
+    let exit = launched.terminate(options.grace);
+    drop(readahead);
+
+    let captured = tracer.finish();
+    let events = decode_buffers(&captured.buffers, &captured.header, &captured.decoder)?;
+    stage(Stage::Writing {
+        events: events.len(),
+    });
+    let assembled = assemble(
+        &events,
+        t0,
+        root_pid,
+        &captured.opens,
+        &mapped,
+        &mappings,
+        page_size,
+    );
+    let end = run_end(ending, exit, t0, root_pid);
+    let batch = with_end_marks(assembled.batch, captured.lost, &end);
+    let summary = TraceSummary {
+        run,
+        reason: end.end_reason,
+        ended_ns: end.ended_ns,
+        exit,
+        lost_events: batch.lost.iter().map(|l| l.events).sum(),
+        trace_bytes: captured.trace_bytes,
+        events: events.len(),
+        files: batch.files.len(),
+        unresolved_files: batch.files.iter().filter(|f| f.path.is_none()).count(),
+        processes_in_tree: batch.processes.iter().filter(|p| p.in_tree).count(),
+        pages_read: assembled.pages_read,
+        pages_read_by_tree: assembled.pages_read_by_tree,
+        warmup_ns,
+        start_monotonic_ns: t0,
+    };
+    profile.write(run, &batch)?;
+    profile.end_run(run, &end)?;
+    Ok(summary)
+}
+
+/// Removes what a coldstart killed mid-run left behind: its trace instances
+/// and its readahead override.
+fn clean_up_after_killed_runs(root: &Path, stage: &mut impl FnMut(Stage)) {
+    let stale = instance::remove_stale_instances(root);
     if !stale.is_empty() {
         stage(Stage::RemovedStale(stale));
     }
-    let restored = crate::readahead::restore_stale();
+    let restored = readahead::restore_stale();
     if !restored.is_empty() {
         stage(Stage::RestoredReadahead(restored));
     }
-    let page_size = cache::page_size();
+}
 
-    let mut warmup_ns = None;
+/// Puts the page cache in the requested state: dropped, the listed files
+/// evicted, or warmed by an untraced run (whose duration it returns).
+fn prepare_cache(
+    options: &TraceOptions,
+    interrupted: &AtomicBool,
+    stage: &mut impl FnMut(Stage),
+) -> Result<Option<i64>, TraceError> {
     match options.cache {
         CacheMode::Cold => {
             stage(Stage::DroppingCaches);
@@ -158,33 +225,123 @@ pub fn trace(
             untraced.forward = launch::Forward::Discard;
             let warmup = launch::launch(&untraced).map_err(|e| launch_error(options, e))?;
             let ending = warmup.wait_for_end(interrupted, || {});
-            warmup_ns = Some(ending.at_ns - warmup.t0_ns);
+            let warmup_ns = ending.at_ns - warmup.t0_ns;
             warmup.terminate(options.grace);
+            return Ok(Some(warmup_ns));
         }
     }
-    if interrupted.load(Ordering::Acquire) {
-        return Err(TraceError::Interrupted);
-    }
-    // Files opened from here on take the device's readahead size.
-    let readahead = match options.read_ahead_kb {
-        Some(kb) => {
-            let over = ReadaheadOverride::set_all(kb)?;
-            stage(Stage::Readahead {
-                devices: over.saved().len(),
-                read_ahead_kb: kb,
-            });
-            Some(over)
-        }
-        None => None,
-    };
+    Ok(None)
+}
 
-    let instance = Instance::create(&root, "")?;
-    instance.set("tracing_on", "0")?;
-    instance.set("buffer_size_kb", &options.buffer_kb_per_cpu.to_string())?;
-    instance.set("trace_clock", "mono")?;
-    // Full buffers drop new events (counted) instead of overwriting old ones.
-    instance.set("options/overwrite", "0")?;
-    let decoder = Decoder::from_events_dir(&instance.events_dir())?;
+/// Sets every device's read_ahead_kb for the run when asked to; the
+/// returned override puts the old values back when dropped.
+fn override_readahead(
+    options: &TraceOptions,
+    stage: &mut impl FnMut(Stage),
+) -> Result<Option<ReadaheadOverride>, TraceError> {
+    let Some(kb) = options.read_ahead_kb else {
+        return Ok(None);
+    };
+    let over = ReadaheadOverride::set_all(kb)?;
+    stage(Stage::Readahead {
+        devices: over.saved().len(),
+        read_ahead_kb: kb,
+    });
+    Ok(Some(over))
+}
+
+/// The kernel side of a traced run: a private trace instance with the
+/// events enabled, threads draining its buffers, and the open watcher.
+struct Tracer {
+    // Fields drop in order, and the buffer files the readers hold must be
+    // closed before the instance can be removed.
+    readers: Readers,
+    watcher: Option<OpenWatcher>,
+    instance: Instance,
+    decoder: Decoder,
+    header: HeaderPage,
+}
+
+/// What a finished [`Tracer`] captured.
+struct Captured {
+    buffers: Vec<(u32, Vec<u8>)>,
+    trace_bytes: u64,
+    lost: Vec<LostEvents>,
+    opens: HashMap<FileIdentity, SeenFile>,
+    decoder: Decoder,
+    header: HeaderPage,
+}
+
+impl Tracer {
+    /// Sets up the instance (tracing still off), then starts the open
+    /// watcher and the buffer readers.
+    fn start(
+        root: &Path,
+        options: &TraceOptions,
+        stage: &mut impl FnMut(Stage),
+    ) -> Result<Tracer, TraceError> {
+        let instance = Instance::create(root, "")?;
+        instance.set("tracing_on", "0")?;
+        instance.set("buffer_size_kb", &options.buffer_kb_per_cpu.to_string())?;
+        instance.set("trace_clock", "mono")?;
+        // Full buffers drop new events (counted) instead of overwriting old ones.
+        instance.set("options/overwrite", "0")?;
+        let decoder = Decoder::from_events_dir(&instance.events_dir())?;
+        enable_events(&instance, &decoder, options.user_faults)?;
+        let header = HeaderPage::read(&instance.events_dir())
+            .or_else(|_| HeaderPage::read(&root.join("events")))?;
+        let subbuf_size = header.data_offset + header.data_size;
+        let watcher = start_open_watcher(stage);
+        let readers = Readers::start(&instance, subbuf_size, options.buffer_kb_per_cpu)?;
+        Ok(Tracer {
+            readers,
+            watcher,
+            instance,
+            decoder,
+            header,
+        })
+    }
+
+    /// Collects the buffers, the lost-event counts and the opens, and
+    /// removes the instance.
+    fn finish(self) -> Captured {
+        let Tracer {
+            readers,
+            watcher,
+            instance,
+            decoder,
+            header,
+        } = self;
+        let buffers = readers.finish();
+        let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
+        let lost: Vec<LostEvents> = instance
+            .cpus()
+            .iter()
+            .map(|&cpu| LostEvents {
+                cpu,
+                events: instance.lost_events(cpu).unwrap_or(0),
+            })
+            .collect();
+        drop(instance);
+        let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
+        Captured {
+            buffers,
+            trace_bytes,
+            lost,
+            opens,
+            decoder,
+            header,
+        }
+    }
+}
+
+/// Enables every event the decoder knows (user faults only when asked
+/// for); fails naming the first required event this kernel lacks.
+fn enable_events(
+    instance: &Instance,
+    decoder: &Decoder,
+    user_faults: bool,
+) -> Result<(), TraceError> {
     let enabled = decoder.enabled_events();
     for required in REQUIRED_EVENTS {
         if !enabled.iter().any(|e| e == required) {
@@ -192,16 +349,18 @@ pub fn trace(
         }
     }
     for event in &enabled {
-        if *event == USER_FAULTS && !options.user_faults {
+        if *event == USER_FAULTS && !user_faults {
             continue;
         }
         instance.enable(event)?;
     }
-    let header = HeaderPage::read(&instance.events_dir())
-        .or_else(|_| HeaderPage::read(&root.join("events")))?;
-    let subbuf_size = header.data_offset + header.data_size;
+    Ok(())
+}
 
-    let watcher = match OpenWatcher::start() {
+/// The open watcher, or `None` with a warning: paths then come from
+/// /proc/PID/maps alone.
+fn start_open_watcher(stage: &mut impl FnMut(Stage)) -> Option<OpenWatcher> {
+    match OpenWatcher::start() {
         Ok(watcher) => Some(watcher),
         Err(e) => {
             stage(Stage::Warning(format!(
@@ -209,10 +368,12 @@ pub fn trace(
             )));
             None
         }
-    };
-    let readers = Readers::start(&instance, subbuf_size, options.buffer_kb_per_cpu)?;
+    }
+}
 
-    let start = RunStart {
+/// What the profile records about the run before it starts.
+fn run_start(options: &TraceOptions, page_size: u64) -> RunStart {
+    RunStart {
         argv: options
             .launch
             .argv
@@ -224,7 +385,7 @@ pub fn trace(
             .unwrap_or_default(),
         cache_mode: options.cache,
         started_at_unix_ns: unix_now_ns(),
-        kernel: kernel_release(),
+        kernel: proc::kernel_release(),
         page_size,
         read_ahead_kb: options.read_ahead_kb.or_else(|| {
             options
@@ -239,15 +400,22 @@ pub fn trace(
         uid: options.launch.identity.uid,
         gid: options.launch.identity.gid,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
-    let run = profile.begin_run(&start)?;
+    }
+}
 
-    stage(Stage::Tracing);
-    instance.set("tracing_on", "1")?;
-    let launched: Launched = match launch::launch(&options.launch) {
-        Ok(launched) => launched,
+/// Turns tracing on and starts the program. If it cannot start, tracing
+/// stops and the run is ended as failed.
+fn launch_traced(
+    profile: &mut Profile,
+    run: RunId,
+    tracer: &Tracer,
+    options: &TraceOptions,
+) -> Result<Launched, TraceError> {
+    tracer.instance.set("tracing_on", "1")?;
+    match launch::launch(&options.launch) {
+        Ok(launched) => Ok(launched),
         Err(e) => {
-            instance.set("tracing_on", "0")?;
+            tracer.instance.set("tracing_on", "0")?;
             let _ = profile.end_run(
                 run,
                 &RunEnd {
@@ -258,11 +426,22 @@ pub fn trace(
                     root_pid: None,
                 },
             );
-            return Err(launch_error(options, e));
+            Err(launch_error(options, e))
         }
-    };
+    }
+}
+
+/// Waits for startup to end, showing progress, then stops tracing: what
+/// happens while the tree is torn down is not startup. With user faults,
+/// the tree's file mappings are sampled meanwhile to resolve them.
+fn wait_for_startup(
+    launched: &Launched,
+    tracer: &Tracer,
+    options: &TraceOptions,
+    interrupted: &AtomicBool,
+    mut progress: impl FnMut(Progress),
+) -> Result<(Ending, Mappings), TraceError> {
     let t0 = launched.t0_ns;
-    let root_pid = launched.root_pid;
     // User faults name addresses; the tree's file mappings, sampled while
     // it runs, turn them into file pages.
     let mut mappings = Mappings::default();
@@ -274,77 +453,54 @@ pub fn trace(
         }
         progress(Progress {
             elapsed_ns: monotonic_ns() - t0,
-            trace_bytes: readers.bytes(),
+            trace_bytes: tracer.readers.bytes(),
         })
     });
-    // Startup is over: what happens while the tree is torn down is not.
-    instance.set("tracing_on", "0")?;
+    tracer.instance.set("tracing_on", "0")?;
     if options.user_faults {
         mappings.sample(&launched.members());
     }
-    let mapped = paths::mapped_files();
-    let exit = launched.terminate(options.grace);
-    drop(readahead);
+    Ok((ending, mappings))
+}
 
-    let buffers = readers.finish();
-    let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
-    let lost: Vec<LostEvents> = instance
-        .cpus()
-        .iter()
-        .map(|&cpu| LostEvents {
-            cpu,
-            events: instance.lost_events(cpu).unwrap_or(0),
-        })
-        .collect();
-    drop(instance);
-    let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
+/// How the run ended, on the run's clock, as the profile records it.
+fn run_end(ending: Ending, exit: launch::Exit, t0: i64, root_pid: i32) -> RunEnd {
+    RunEnd {
+        ended_ns: ending.at_ns - t0,
+        end_reason: recorded_reason(ending.reason),
+        exit_code: exit.code,
+        exit_signal: exit.signal,
+        root_pid: Some(root_pid),
+    }
+}
 
-    let events = decode_buffers(&buffers, &header, &decoder)?;
-    stage(Stage::Writing {
-        events: events.len(),
-    });
+/// The launcher's reason, as a profile names it.
+fn recorded_reason(reason: launch::EndReason) -> EndReason {
+    match reason {
+        launch::EndReason::Exited => EndReason::Exited,
+        launch::EndReason::Signaled => EndReason::Signaled,
+        launch::EndReason::ReadyRegex => EndReason::ReadyRegex,
+        launch::EndReason::ReadyFile => EndReason::ReadyFile,
+        launch::EndReason::Timeout => EndReason::Timeout,
+        launch::EndReason::Interrupted => EndReason::Interrupted,
+    }
+}
 
-    let assembled = assemble(&events, t0, root_pid, &opens, &mapped, &mappings, page_size);
-    let mut batch = assembled.batch;
-    batch.lost = lost.clone();
+/// The run's rows with the lost-event counts and the "end" mark, plus a
+/// "ready" mark at the same time when startup reached ready.
+fn with_end_marks(mut batch: Batch, lost: Vec<LostEvents>, end: &RunEnd) -> Batch {
+    batch.lost = lost;
     batch.marks.push(Mark {
-        t_ns: ending.at_ns - t0,
+        t_ns: end.ended_ns,
         name: "end".into(),
     });
-    if ending.reason.is_ready() {
+    if end.end_reason.is_ready() {
         batch.marks.push(Mark {
-            t_ns: ending.at_ns - t0,
+            t_ns: end.ended_ns,
             name: "ready".into(),
         });
     }
-    let summary = TraceSummary {
-        run,
-        reason: ending.reason,
-        ended_ns: ending.at_ns - t0,
-        exit,
-        lost_events: lost.iter().map(|l| l.events).sum(),
-        trace_bytes,
-        events: events.len(),
-        files: batch.files.len(),
-        unresolved_files: batch.files.iter().filter(|f| f.path.is_none()).count(),
-        processes_in_tree: batch.processes.iter().filter(|p| p.in_tree).count(),
-        pages_read: assembled.pages_read,
-        pages_read_by_tree: assembled.pages_read_by_tree,
-        warmup_ns,
-        start_monotonic_ns: t0,
-    };
-    profile.write(run, &batch)?;
-    profile.end_run(
-        run,
-        &RunEnd {
-            ended_ns: ending.at_ns - t0,
-            end_reason: ending.reason,
-            exit_code: exit.code,
-            exit_signal: exit.signal,
-            root_pid: Some(root_pid),
-        },
-    )?;
-    Ok(summary)
+    batch
 }
 
 fn launch_error(options: &TraceOptions, error: std::io::Error) -> TraceError {
@@ -513,75 +669,79 @@ pub fn assemble(
     mappings: &Mappings,
     page_size: u64,
 ) -> Assembled {
-    let rel = |ts: u64| ts as i64 - t0;
-    // The process tree, in event order: the root, then whatever a member
-    // creates. A task's process (tgid) is itself unless it is a thread.
-    let mut processes: HashMap<i32, Process> = HashMap::new();
-    // The root joins the tree at its exec: before that it is coldstart's
-    // own fork, touching coldstart's pages, not the program's.
-    let mut in_tree: HashSet<i32> = HashSet::new();
-    let mut tgid_of: HashMap<i32, i32> = HashMap::from([(root_pid, root_pid)]);
-    let task = |pid: i32, processes: &mut HashMap<i32, Process>| {
-        processes.entry(pid).or_insert_with(|| Process {
-            pid,
-            ppid: None,
-            tgid: None,
-            comm: None,
-            exe: None,
-            t_start_ns: None,
-            t_end_ns: None,
-            in_tree: false,
-        });
+    let mut run = RunAssembly {
+        t0,
+        root_pid,
+        page_size,
+        opens,
+        mapped,
+        mappings,
+        processes: HashMap::new(),
+        in_tree: HashSet::new(),
+        tgid_of: HashMap::from([(root_pid, root_pid)]),
+        files: Vec::new(),
+        file_index: HashMap::new(),
+        page_events: Vec::new(),
+        readahead: Vec::new(),
+        pages_read: 0,
+        pages_read_by_tree: 0,
     };
-    let mut files: Vec<NewFile> = Vec::new();
-    let mut file_index: HashMap<FileKey, usize> = HashMap::new();
-    let mut page_events = Vec::new();
-    let mut readahead = Vec::new();
-    let mut pages_read = 0;
-    let mut pages_read_by_tree = 0;
-
     for event in events {
-        let t_ns = rel(event.ts);
-        let mut file_id = |key: FileKey| -> i64 {
-            let next = files.len();
-            let index = *file_index.entry(key).or_insert_with(|| {
-                files.push(new_file(key, opens, mapped));
-                next
-            });
-            Batch::batch_file_id(index)
-        };
-        let mut page_event =
-            |file: FileKey, page: u64, npages: u64, kind: PageEventKind| PageEvent {
-                t_ns,
-                pid: event.tid,
-                file_id: file_id(file),
-                page,
-                npages,
-                kind,
-            };
+        run.add(event);
+    }
+    run.finish()
+}
+
+/// A run's rows as its events are added in time order.
+struct RunAssembly<'a> {
+    t0: i64,
+    root_pid: i32,
+    page_size: u64,
+    opens: &'a HashMap<FileIdentity, SeenFile>,
+    mapped: &'a HashMap<FileIdentity, String>,
+    mappings: &'a Mappings,
+    /// The process tree, in event order: the root, then whatever a member
+    /// creates. A task's process (tgid) is itself unless it is a thread.
+    processes: HashMap<i32, Process>,
+    /// The root joins the tree at its exec: before that it is coldstart's
+    /// own fork, touching coldstart's pages, not the program's.
+    in_tree: HashSet<i32>,
+    tgid_of: HashMap<i32, i32>,
+    files: Vec<NewFile>,
+    file_index: HashMap<FileKey, usize>,
+    page_events: Vec<PageEvent>,
+    readahead: Vec<Readahead>,
+    pages_read: u64,
+    pages_read_by_tree: u64,
+}
+
+impl RunAssembly<'_> {
+    fn add(&mut self, event: &TraceEvent) {
+        let t_ns = event.ts as i64 - self.t0;
+        let tid = event.tid;
         match &event.kind {
             EventKind::PageCacheAdd { file, index, order } => {
                 let npages = 1u64 << (*order).min(20);
-                pages_read += npages;
-                if in_tree.contains(&event.tid) {
-                    pages_read_by_tree += npages;
+                self.pages_read += npages;
+                if self.in_tree.contains(&tid) {
+                    self.pages_read_by_tree += npages;
                 }
-                page_events.push(page_event(*file, *index, npages, PageEventKind::Read));
+                self.add_pages(t_ns, tid, *file, *index, npages, PageEventKind::Read);
             }
             EventKind::PageCacheDelete { file, index, order } => {
                 let npages = 1u64 << (*order).min(20);
-                page_events.push(page_event(*file, *index, npages, PageEventKind::Evict));
+                self.add_pages(t_ns, tid, *file, *index, npages, PageEventKind::Evict);
             }
             EventKind::Fault { file, index } => {
-                page_events.push(page_event(*file, *index, 1, PageEventKind::Fault));
+                self.add_pages(t_ns, tid, *file, *index, 1, PageEventKind::Fault);
             }
             EventKind::MapPages { file, first, last } => {
                 let n = last.saturating_sub(*first) + 1;
-                page_events.push(page_event(*file, *first, n, PageEventKind::Map));
+                self.add_pages(t_ns, tid, *file, *first, n, PageEventKind::Map);
             }
             EventKind::GetPages { file, first, last } => {
                 let n = last.saturating_sub(*first) + 1;
-                page_events.push(page_event(*file, *first, n, PageEventKind::Access));
+                self.add_pages(t_ns, tid, *file, *first, n, PageEventKind::Access);
             }
             EventKind::Readahead {
                 kind,
@@ -595,16 +755,12 @@ pub fn assemble(
                 req_count,
                 ..
             } => {
-                let kind = match kind {
-                    crate::tracefs::events::ReadaheadKind::Sync => ReadaheadKind::Sync,
-                    crate::tracefs::events::ReadaheadKind::Async => ReadaheadKind::Async,
-                    crate::tracefs::events::ReadaheadKind::Order => ReadaheadKind::Order,
-                };
-                readahead.push(Readahead {
+                let file_id = self.file_id(*file);
+                self.readahead.push(Readahead {
                     t_ns,
-                    pid: event.tid,
-                    file_id: file_id(*file),
-                    kind,
+                    pid: tid,
+                    file_id,
+                    kind: readahead_kind(*kind),
                     page: *index,
                     size: u64::from(*size),
                     async_size: u64::from(*async_size),
@@ -618,105 +774,168 @@ pub fn assemble(
                 pid,
                 comm,
                 clone_flags,
-            } => {
-                let parent = event.tid;
-                let is_thread = clone_flags & libc::CLONE_THREAD as u64 != 0;
-                let tgid = if is_thread {
-                    tgid_of.get(&parent).copied().unwrap_or(parent)
-                } else {
-                    *pid
-                };
-                tgid_of.insert(*pid, tgid);
-                if in_tree.contains(&parent) {
-                    in_tree.insert(*pid);
-                }
-                task(*pid, &mut processes);
-                if let Some(p) = processes.get_mut(pid) {
-                    p.ppid = Some(parent);
-                    p.tgid = Some(tgid);
-                    p.comm = Some(comm.clone());
-                    p.t_start_ns = Some(t_ns);
-                }
-            }
+            } => self.add_task(t_ns, tid, *pid, comm, *clone_flags),
             EventKind::Exec {
                 pid,
                 old_pid,
                 filename,
-            } => {
-                // A thread that execs takes over its process's id.
-                if in_tree.contains(old_pid) || *pid == root_pid {
-                    in_tree.insert(*pid);
-                }
-                task(*pid, &mut processes);
-                if let Some(p) = processes.get_mut(pid) {
-                    p.exe = Some(filename.clone());
-                    p.comm = Path::new(filename)
-                        .file_name()
-                        .map(|n| n.to_string_lossy().chars().take(15).collect());
-                    p.t_start_ns.get_or_insert(t_ns);
-                }
-            }
-            EventKind::UserFault { address } => {
-                let tgid = tgid_of.get(&event.tid).copied().unwrap_or(event.tid);
-                if in_tree.contains(&event.tid)
-                    && let Some((file, offset)) = mappings.resolve(tgid, *address)
-                {
-                    let key = FileKey {
-                        dev: user_dev_to_kernel(file.0),
-                        ino: file.1,
-                    };
-                    page_events.push(page_event(key, offset / page_size, 1, PageEventKind::Touch));
-                }
-            }
+            } => self.add_exec(t_ns, *pid, *old_pid, filename),
+            EventKind::UserFault { address } => self.add_user_fault(t_ns, tid, *address),
             EventKind::Exit { pid, comm, .. } => {
-                task(*pid, &mut processes);
-                if let Some(p) = processes.get_mut(pid) {
-                    p.t_end_ns = Some(t_ns);
-                    p.comm.get_or_insert_with(|| comm.clone());
-                }
+                let p = self.process(*pid);
+                p.t_end_ns = Some(t_ns);
+                p.comm.get_or_insert_with(|| comm.clone());
             }
         }
     }
-    // Tasks seen only as the source of page events.
-    for e in &page_events {
-        task(e.pid, &mut processes);
-    }
-    let tree_tgids: HashSet<i32> = in_tree
-        .iter()
-        .map(|pid| tgid_of.get(pid).copied().unwrap_or(*pid))
-        .collect();
-    for file in &mut files {
-        file.opened_by_tree = opens
-            .get(&(file.dev, file.ino))
-            .is_some_and(|seen| seen.openers.iter().any(|p| tree_tgids.contains(p)));
-    }
-    let mut processes: Vec<Process> = processes
-        .into_values()
-        .map(|mut p| {
-            p.in_tree = in_tree.contains(&p.pid);
-            if p.tgid.is_none() {
-                p.tgid = tgid_of.get(&p.pid).copied();
-            }
-            if p.comm.is_none() {
-                p.comm = std::fs::read_to_string(format!("/proc/{}/comm", p.pid))
-                    .ok()
-                    .map(|c| c.trim_end().to_string());
-            }
-            p
+
+    /// The process row of task `pid`, created empty when first seen.
+    fn process(&mut self, pid: i32) -> &mut Process {
+        self.processes.entry(pid).or_insert_with(|| Process {
+            pid,
+            ppid: None,
+            tgid: None,
+            comm: None,
+            exe: None,
+            t_start_ns: None,
+            t_end_ns: None,
+            in_tree: false,
         })
-        .collect();
-    processes.sort_by_key(|p| p.pid);
-    Assembled {
-        batch: Batch {
-            files,
-            processes,
-            page_events,
-            readahead,
-            marks: Vec::new(),
-            lost: Vec::new(),
-        },
-        pages_read,
-        pages_read_by_tree,
+    }
+
+    /// The batch id of a file, its row made on first sight.
+    fn file_id(&mut self, key: FileKey) -> i64 {
+        let next = self.files.len();
+        let index = *self.file_index.entry(key).or_insert_with(|| {
+            self.files.push(new_file(key, self.opens, self.mapped));
+            next
+        });
+        Batch::batch_file_id(index)
+    }
+
+    fn add_pages(
+        &mut self,
+        t_ns: i64,
+        pid: i32,
+        file: FileKey,
+        page: u64,
+        npages: u64,
+        kind: PageEventKind,
+    ) {
+        let file_id = self.file_id(file);
+        self.page_events.push(PageEvent {
+            t_ns,
+            pid,
+            file_id,
+            page,
+            npages,
+            kind,
+        });
+    }
+
+    /// Task `pid` created by `parent`: a thread shares its creator's
+    /// process, and children of the tree are in the tree.
+    fn add_task(&mut self, t_ns: i64, parent: i32, pid: i32, comm: &str, clone_flags: u64) {
+        let is_thread = clone_flags & libc::CLONE_THREAD as u64 != 0;
+        let tgid = if is_thread {
+            self.tgid_of.get(&parent).copied().unwrap_or(parent)
+        } else {
+            pid
+        };
+        self.tgid_of.insert(pid, tgid);
+        if self.in_tree.contains(&parent) {
+            self.in_tree.insert(pid);
+        }
+        let p = self.process(pid);
+        p.ppid = Some(parent);
+        p.tgid = Some(tgid);
+        p.comm = Some(comm.to_string());
+        p.t_start_ns = Some(t_ns);
+    }
+
+    fn add_exec(&mut self, t_ns: i64, pid: i32, old_pid: i32, filename: &str) {
+        // A thread that execs takes over its process's id.
+        if self.in_tree.contains(&old_pid) || pid == self.root_pid {
+            self.in_tree.insert(pid);
+        }
+        let p = self.process(pid);
+        p.exe = Some(filename.to_string());
+        p.comm = Path::new(filename)
+            .file_name()
+            .map(|n| n.to_string_lossy().chars().take(15).collect());
+        p.t_start_ns.get_or_insert(t_ns);
+    }
+
+    /// A user fault of the tree, as a touch of the file page mapped at
+    /// the address (faults on anything else are dropped).
+    fn add_user_fault(&mut self, t_ns: i64, tid: i32, address: u64) {
+        let tgid = self.tgid_of.get(&tid).copied().unwrap_or(tid);
+        if self.in_tree.contains(&tid)
+            && let Some((file, offset)) = self.mappings.resolve(tgid, address)
+        {
+            let key = FileKey {
+                dev: user_dev_to_kernel(file.0),
+                ino: file.1,
+            };
+            let page = offset / self.page_size;
+            self.add_pages(t_ns, tid, key, page, 1, PageEventKind::Touch);
+        }
+    }
+
+    /// The rows, with what only the whole run tells: which files the tree
+    /// opened, which processes are in it.
+    fn finish(mut self) -> Assembled {
+        // Tasks seen only as the source of page events.
+        let sources: Vec<i32> = self.page_events.iter().map(|e| e.pid).collect();
+        for pid in sources {
+            self.process(pid);
+        }
+        let tree_tgids: HashSet<i32> = self
+            .in_tree
+            .iter()
+            .map(|pid| self.tgid_of.get(pid).copied().unwrap_or(*pid))
+            .collect();
+        for file in &mut self.files {
+            file.opened_by_tree = self
+                .opens
+                .get(&(file.dev, file.ino))
+                .is_some_and(|seen| seen.openers.iter().any(|p| tree_tgids.contains(p)));
+        }
+        let mut processes: Vec<Process> = self
+            .processes
+            .into_values()
+            .map(|mut p| {
+                p.in_tree = self.in_tree.contains(&p.pid);
+                if p.tgid.is_none() {
+                    p.tgid = self.tgid_of.get(&p.pid).copied();
+                }
+                if p.comm.is_none() {
+                    p.comm = proc::comm(p.pid);
+                }
+                p
+            })
+            .collect();
+        processes.sort_by_key(|p| p.pid);
+        Assembled {
+            batch: Batch {
+                files: self.files,
+                processes,
+                page_events: self.page_events,
+                readahead: self.readahead,
+                marks: Vec::new(),
+                lost: Vec::new(),
+            },
+            pages_read: self.pages_read,
+            pages_read_by_tree: self.pages_read_by_tree,
+        }
+    }
+}
+
+fn readahead_kind(kind: crate::tracefs::events::ReadaheadKind) -> ReadaheadKind {
+    match kind {
+        crate::tracefs::events::ReadaheadKind::Sync => ReadaheadKind::Sync,
+        crate::tracefs::events::ReadaheadKind::Async => ReadaheadKind::Async,
+        crate::tracefs::events::ReadaheadKind::Order => ReadaheadKind::Order,
     }
 }
 
@@ -756,85 +975,6 @@ fn new_file(
     file
 }
 
-/// The GNU build-id of an ELF file, as hex, read without disturbing the
-/// page cache: only from the ELF header and PT_NOTE segments, and only when
-/// the pages holding them are already resident (the traced program read
-/// them), so recording a run never makes more of a file resident.
-pub fn build_id(path: &Path) -> Option<String> {
-    let file = File::open(path).ok()?;
-    let cached = cache::resident_pages_fd(&file, path).ok()?;
-    let page = cached.page_size as usize;
-    read_build_id(&file, &|start: usize, end: usize| {
-        (start / page..end.div_ceil(page)).all(|p| cached.contains(p as u64))
-    })
-}
-
-/// The GNU build-id of an open ELF file, as hex, reading the pages that hold
-/// its ELF header, program headers and notes if they are not resident, and
-/// nothing around them (no readahead: a readahead window would also leave a
-/// mark whose first touch by another reader starts a larger window).
-pub fn build_id_of_open(file: &File) -> Option<String> {
-    read_build_id(file, &|_, _| true)
-}
-
-/// The build-id from the parts of `file` for which `readable(start, end)`
-/// holds (byte ranges, already clamped to the file).
-fn read_build_id(file: &File, readable: &dyn Fn(usize, usize) -> bool) -> Option<String> {
-    // SAFETY: read-only map; a concurrent truncation would SIGBUS, the
-    // same risk every ELF reader takes.
-    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
-    // No readahead around what we do read.
-    let _ = map.advise(memmap2::Advice::Random);
-    let data: &[u8] = &map;
-    let resident = |start: usize, end: usize| {
-        let end = end.min(data.len());
-        start <= end && readable(start, end)
-    };
-    if !resident(0, 64.min(data.len())) || data.get(..4)? != b"\x7fELF" {
-        return None;
-    }
-    match data.get(4)? {
-        1 => build_id_of::<object::elf::FileHeader32<object::Endianness>>(data, &resident),
-        2 => build_id_of::<object::elf::FileHeader64<object::Endianness>>(data, &resident),
-        _ => None,
-    }
-}
-
-fn build_id_of<H: object::read::elf::FileHeader<Endian = object::Endianness>>(
-    data: &[u8],
-    resident: &dyn Fn(usize, usize) -> bool,
-) -> Option<String> {
-    use object::read::elf::ProgramHeader;
-    let header = H::parse(data).ok()?;
-    let endian = header.endian().ok()?;
-    let phoff: u64 = header.e_phoff(endian).into();
-    let phsize = usize::from(header.e_phentsize(endian)) * usize::from(header.e_phnum(endian));
-    if !resident(phoff as usize, (phoff as usize).checked_add(phsize)?) {
-        return None;
-    }
-    for segment in header.program_headers(endian, data).ok()? {
-        if segment.p_type(endian) != object::elf::PT_NOTE {
-            continue;
-        }
-        let (offset, size) = segment.file_range(endian);
-        if !resident(
-            offset as usize,
-            (offset as usize).checked_add(size as usize)?,
-        ) {
-            continue;
-        }
-        let Ok(Some(mut notes)) = segment.notes(endian, data) else {
-            continue;
-        };
-        while let Ok(Some(note)) = notes.next() {
-            if note.name() == b"GNU" && note.n_type(endian) == object::elf::NT_GNU_BUILD_ID {
-                return Some(note.desc().iter().map(|b| format!("{b:02x}")).collect());
-            }
-        }
-    }
-    None
-}
-
 fn unix_now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -842,38 +982,26 @@ fn unix_now_ns() -> i64 {
         .unwrap_or(0)
 }
 
-pub fn kernel_release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// read_ahead_kb of the block device holding `program` (looked up in PATH
-/// when it has no slash).
-pub fn read_ahead_kb_for(program: &Path) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let resolved = if program.components().count() > 1 {
-        program.to_path_buf()
-    } else {
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())?
-    };
-    let dev = std::fs::metadata(resolved).ok()?.dev();
-    read_ahead_kb_of_device(dev)
-}
-
-/// read_ahead_kb of a device (a partition reports its disk's).
-pub fn read_ahead_kb_of_device(dev: u64) -> Option<u64> {
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-    [
-        base.join("queue/read_ahead_kb"),
-        base.join("../queue/read_ahead_kb"),
-    ]
-    .iter()
-    .find_map(|p| std::fs::read_to_string(p).ok())
-    .and_then(|t| t.trim().parse().ok())
+    #[test]
+    fn launch_reasons_are_recorded_under_the_same_names() {
+        use launch::EndReason as Launch;
+        let expected = [
+            (Launch::Exited, EndReason::Exited, "exited"),
+            (Launch::Signaled, EndReason::Signaled, "signaled"),
+            (Launch::ReadyRegex, EndReason::ReadyRegex, "ready-regex"),
+            (Launch::ReadyFile, EndReason::ReadyFile, "ready-file"),
+            (Launch::Timeout, EndReason::Timeout, "timeout"),
+            (Launch::Interrupted, EndReason::Interrupted, "interrupted"),
+        ];
+        for (launched, recorded, name) in expected {
+            assert_eq!(recorded_reason(launched), recorded);
+            // Benchmarks report the launcher's name, profiles their own.
+            assert_eq!(launched.as_str(), name);
+            assert_eq!(recorded.as_str(), name);
+        }
+    }
 }

@@ -462,8 +462,8 @@ fn plan_from_trace(
 /// The sample app started as the invoking user, ready when it prints READY.
 pub(crate) fn sample_launch(
     executable: &std::path::Path,
-) -> anyhow::Result<coldstart_record::launch::LaunchSpec> {
-    use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+) -> anyhow::Result<coldstart_system::launch::LaunchSpec> {
+    use coldstart_system::launch::{Forward, Identity, LaunchSpec};
 
     Ok(LaunchSpec {
         argv: vec![executable.as_os_str().to_owned()],

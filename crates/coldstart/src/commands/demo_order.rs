@@ -395,7 +395,7 @@ fn bench_at(
     step(&format!(
         "timing both builds cold at read_ahead_kb {read_ahead_kb} ({RUNS} interleaved runs each)"
     ));
-    let _readahead = coldstart_record::readahead::ReadaheadOverride::set_all(read_ahead_kb)?;
+    let _readahead = coldstart_system::readahead::ReadaheadOverride::set_all(read_ahead_kb)?;
     let commands = vec![
         crate::commands::demo::sample_launch(&plain.executable)?,
         crate::commands::demo::sample_launch(&ordered.executable)?,
@@ -436,7 +436,7 @@ fn bench_at(
 }
 
 fn trace_options(
-    launch: coldstart_record::launch::LaunchSpec,
+    launch: coldstart_system::launch::LaunchSpec,
     read_ahead_kb: Option<u64>,
 ) -> TraceOptions {
     TraceOptions {

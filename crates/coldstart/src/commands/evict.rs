@@ -7,8 +7,8 @@ use crate::output;
 use anyhow::Context;
 use coldstart_analyze as analyze;
 use coldstart_profile::Profile;
-use coldstart_record::cache::{self, Eviction, MappingProcess, ResidencyMethod};
 use coldstart_report::table::{Style, Table, human_bytes, percent, thousands};
+use coldstart_system::cache::{self, Eviction, MappingProcess, ResidencyMethod};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -247,10 +247,7 @@ fn drop_all(args: &EvictArgs) -> anyhow::Result<ExitCode> {
 
 /// "Cached:" from /proc/meminfo, in bytes.
 fn meminfo_cached() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Cached:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
+    coldstart_system::proc::meminfo_bytes("Cached")
 }
 
 fn render(report: &EvictReport) -> String {

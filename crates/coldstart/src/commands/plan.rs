@@ -40,7 +40,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         bail!("--min-fraction must be above 0 and at most 1");
     }
     let profile = Profile::open(&args.profile)?;
-    let page_size = coldstart_record::cache::page_size();
+    let page_size = coldstart_system::cache::page_size();
     if args.max_extent_kb * 1024 < page_size {
         bail!("--max-extent-kb must be at least one page ({page_size} bytes)");
     }

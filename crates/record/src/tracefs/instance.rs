@@ -4,6 +4,7 @@
 //! (normal end, error, Ctrl-C); instances left by a coldstart that was
 //! killed are removed by the next run once their owner is gone.
 
+use coldstart_system::proc;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -37,9 +38,9 @@ pub enum TraceError {
         source: crate::tracefs::ringbuf::RingbufError,
     },
     #[error(transparent)]
-    Cache(#[from] crate::cache::CacheError),
+    Cache(#[from] coldstart_system::cache::CacheError),
     #[error(transparent)]
-    Readahead(#[from] crate::readahead::ReadaheadError),
+    Readahead(#[from] coldstart_system::readahead::ReadaheadError),
     #[error("profile: {0}")]
     Profile(#[from] coldstart_profile::Error),
     /// The launcher's error names the program already.
@@ -67,17 +68,8 @@ fn io_error(path: &Path, what: &'static str, source: io::Error) -> TraceError {
 /// Finds the tracefs mount, mounting it at /sys/kernel/tracing when it is
 /// not mounted anywhere.
 pub fn tracefs_root() -> Result<PathBuf, TraceError> {
-    if let Ok(mounts) = fs::read_to_string("/proc/self/mounts") {
-        for line in mounts.lines() {
-            let mut fields = line.split_whitespace();
-            let (_source, target, fstype) = (fields.next(), fields.next(), fields.next());
-            if fstype == Some("tracefs")
-                && let Some(target) = target
-            {
-                // Mount points with spaces are octal-escaped; ours never are.
-                return Ok(PathBuf::from(target));
-            }
-        }
+    if let Some(target) = proc::mount_of_type("tracefs") {
+        return Ok(target);
     }
     let target = Path::new("/sys/kernel/tracing");
     let source = c"tracefs";
@@ -121,7 +113,7 @@ pub fn remove_stale_instances(root: &Path) -> Vec<String> {
         else {
             continue;
         };
-        if Path::new(&format!("/proc/{owner}")).exists() {
+        if proc::process_exists(owner) {
             continue;
         }
         let path = entry.path();

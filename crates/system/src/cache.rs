@@ -8,7 +8,7 @@
 use std::ffi::CString;
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
@@ -18,6 +18,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Serialize, Serializer};
+
+use crate::proc;
 
 const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 
@@ -362,67 +364,28 @@ pub fn resident_pages_fd(file: &File, path: &Path) -> Result<ResidentPages, Cach
 /// stat reports, and such mappings are missed.
 pub fn mapping_processes(dev: u64, ino: u64) -> Vec<MappingProcess> {
     let (major, minor) = (libc::major(dev), libc::minor(dev));
-    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
-    for entry in proc_dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let proc_path = entry.path();
-        if !maps_file(&proc_path.join("maps"), major, minor, ino) {
+    for pid in proc::pids() {
+        let maps_it = proc::maps(pid).is_ok_and(|maps| {
+            maps.lines()
+                .any(|line| maps_line_matches(&line, major, minor, ino))
+        });
+        if !maps_it {
             continue;
         }
         // No comm means the process has exited since we read its maps.
-        let Ok(comm) = std::fs::read(proc_path.join("comm")) else {
+        let (Ok(pid), Some(comm)) = (u32::try_from(pid), proc::comm(pid)) else {
             continue;
         };
-        let comm = String::from_utf8_lossy(&comm)
-            .trim_end_matches('\n')
-            .to_string();
         found.push(MappingProcess { pid, comm });
     }
     found.sort_by_key(|p| p.pid);
     found
 }
 
-/// Whether the maps file at `maps` has a mapping of (major:minor, ino).
-fn maps_file(maps: &Path, major: u32, minor: u32, ino: u64) -> bool {
-    let Ok(file) = File::open(maps) else {
-        return false;
-    };
-    // Read errors mid-file (the process exited) end the scan: not found.
-    BufReader::new(file)
-        .split(b'\n')
-        .map_while(Result::ok)
-        .any(|line| maps_line_matches(&line, major, minor, ino))
-}
-
-/// One /proc/PID/maps line: `start-end perms offset major:minor inode path`,
-/// device numbers in hex, inode in decimal.
-fn maps_line_matches(line: &[u8], major: u32, minor: u32, ino: u64) -> bool {
-    let mut fields = line.split(|&b| b == b' ').filter(|f| !f.is_empty()).skip(3);
-    let (Some(dev), Some(inode)) = (fields.next(), fields.next()) else {
-        return false;
-    };
-    let parse = |bytes: &[u8], radix| {
-        std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|s| u64::from_str_radix(s, radix).ok())
-    };
-    if parse(inode, 10) != Some(ino) {
-        return false;
-    }
-    let Some(colon) = dev.iter().position(|&b| b == b':') else {
-        return false;
-    };
-    parse(&dev[..colon], 16) == Some(u64::from(major))
-        && parse(&dev[colon + 1..], 16) == Some(u64::from(minor))
+/// Whether one mapping is of (major:minor, ino).
+fn maps_line_matches(line: &proc::MapsLine, major: u32, minor: u32, ino: u64) -> bool {
+    line.major == major && line.minor == minor && line.inode == ino
 }
 
 /// Open for reading without touching atime, so that measuring a file does
@@ -722,19 +685,22 @@ mod tests {
 
     #[test]
     fn maps_line_matches_device_and_inode() {
+        let matches = |line: &[u8], major, minor, ino| {
+            proc::MapsLine::parse(line).is_some_and(|m| maps_line_matches(&m, major, minor, ino))
+        };
         let line = b"7f1c2a000000-7f1c2a021000 r--p 00000000 fd:01 1234567    /usr/lib/x.so";
-        assert!(maps_line_matches(line, 0xfd, 1, 1234567));
-        assert!(!maps_line_matches(line, 0xfd, 2, 1234567));
-        assert!(!maps_line_matches(line, 0xfd, 1, 123456));
+        assert!(matches(line, 0xfd, 1, 1234567));
+        assert!(!matches(line, 0xfd, 2, 1234567));
+        assert!(!matches(line, 0xfd, 1, 123456));
         // Anonymous mappings have inode 0 and no path.
         let anon = b"7ffd1e5d6000-7ffd1e5f7000 rw-p 00000000 00:00 0 ";
-        assert!(!maps_line_matches(anon, 0xfd, 1, 1234567));
-        assert!(maps_line_matches(anon, 0, 0, 0));
+        assert!(!matches(anon, 0xfd, 1, 1234567));
+        assert!(matches(anon, 0, 0, 0));
         // Majors above 0xff print with more digits.
         let wide = b"00400000-00401000 r-xp 00000000 103:02 42 /x";
-        assert!(maps_line_matches(wide, 0x103, 2, 42));
-        assert!(!maps_line_matches(b"garbage", 0, 0, 0));
-        assert!(!maps_line_matches(b"a b c nocolon 42 /x", 0, 0, 42));
+        assert!(matches(wide, 0x103, 2, 42));
+        assert!(!matches(b"garbage", 0, 0, 0));
+        assert!(!matches(b"a b c nocolon 42 /x", 0, 0, 42));
     }
 
     #[test]

@@ -8,13 +8,13 @@
 //! itself a child subreaper so even daemonised descendants are found.
 
 use crate::cgroup::Cgroup;
-use coldstart_profile::EndReason;
+use crate::proc;
 use regex::Regex;
 use std::ffi::{CStr, CString, OsString};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -156,6 +156,39 @@ pub struct Launched {
     spec: LaunchSpec,
     /// The group holding the tree, when cgroup v2 is usable.
     cgroup: Option<Cgroup>,
+}
+
+/// Why startup counted as over. A profile records it with one more reason
+/// of its own (coldstart failed while recording), so record maps it there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The program exited by itself.
+    Exited,
+    /// The program was killed by a signal it did not ask for.
+    Signaled,
+    /// A line of its output matched the ready pattern.
+    ReadyRegex,
+    /// The ready file appeared.
+    ReadyFile,
+    /// The timeout passed first.
+    Timeout,
+    /// The user interrupted coldstart.
+    Interrupted,
+}
+
+impl EndReason {
+    /// The name reports and profiles use (coldstart_profile::EndReason
+    /// spells the same reasons the same way).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Exited => "exited",
+            EndReason::Signaled => "signaled",
+            EndReason::ReadyRegex => "ready-regex",
+            EndReason::ReadyFile => "ready-file",
+            EndReason::Timeout => "timeout",
+            EndReason::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// How startup ended.
@@ -499,21 +532,10 @@ impl Launched {
 /// Live descendants of `root` (without cgroups, orphans that re-parented
 /// to coldstart are found by `reap_orphans` instead).
 fn descendants_of(root: i32) -> Vec<i32> {
-    let mut parents = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if let Some(ppid) = parent_of(pid) {
-                parents.push((pid, ppid));
-            }
-        }
-    }
+    let parents: Vec<(i32, i32)> = proc::pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, proc::parent_of(pid)?)))
+        .collect();
     let mut found = Vec::new();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
@@ -527,33 +549,26 @@ fn descendants_of(root: i32) -> Vec<i32> {
     found
 }
 
-/// The parent from /proc/PID/stat; zombies count (they still need reaping).
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Reaps children that re-parented to coldstart (it is their subreaper);
 /// the program itself is left to its waiter thread.
 fn reap_orphans(root: i32) {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    for task in tasks.flatten() {
-        let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
-            continue;
-        };
-        for pid in children
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            if pid != root {
-                let mut status = 0;
-                // SAFETY: non-blocking wait on our own child.
-                unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
-            }
+    for pid in proc::own_children() {
+        if pid != root {
+            let mut status = 0;
+            // SAFETY: non-blocking wait on our own child.
+            unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
         }
     }
+}
+
+/// `program` as exec would find it: itself when it has a slash, else the
+/// first PATH entry holding a file of that name.
+pub fn resolve_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return Some(program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
 }

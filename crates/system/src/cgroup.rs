@@ -3,6 +3,7 @@
 //! and killed exactly. Removed when dropped; groups left by a coldstart
 //! that was killed are removed by the next one.
 
+use crate::proc;
 use std::fs;
 use std::io;
 use std::os::fd::OwnedFd;
@@ -18,13 +19,8 @@ impl Cgroup {
     /// Creates a group below coldstart's own cgroup. `None` when cgroup v2
     /// is not mounted or coldstart may not create groups (not root).
     pub fn create(tag: &str) -> Option<Cgroup> {
-        let mount = cgroup2_mount()?;
-        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-        let relative = own
-            .lines()
-            .find_map(|line| line.strip_prefix("0::"))?
-            .trim_start_matches('/');
-        let parent = mount.join(relative);
+        let mount = proc::mount_of_type("cgroup2")?;
+        let parent = mount.join(proc::own_cgroup()?);
         remove_stale(&parent);
         let path = parent.join(format!("{PREFIX}{}-{tag}", std::process::id()));
         let _ = fs::remove_dir(&path);
@@ -67,15 +63,6 @@ impl Drop for Cgroup {
     }
 }
 
-fn cgroup2_mount() -> Option<PathBuf> {
-    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|line| {
-        let mut f = line.split_whitespace();
-        let (_src, target, fstype) = (f.next()?, f.next()?, f.next()?);
-        (fstype == "cgroup2").then(|| PathBuf::from(target))
-    })
-}
-
 fn remove_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -89,7 +76,8 @@ fn remove_stale(parent: &Path) {
         else {
             continue;
         };
-        if owner != std::process::id() && !Path::new(&format!("/proc/{owner}")).exists() {
+        let alive = i32::try_from(owner).is_ok_and(proc::process_exists);
+        if owner != std::process::id() && !alive {
             let _ = fs::write(entry.path().join("cgroup.kill"), "1");
             let _ = fs::remove_dir(entry.path());
         }

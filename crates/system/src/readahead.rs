@@ -13,7 +13,10 @@
 //! put back when the [`ReadaheadOverride`] is dropped; a coldstart that was
 //! killed before it could do that has its values restored by the next one
 //! ([`restore_stale`]).
+//!
+//! Also reads one device's setting, which profiles and benchmarks record.
 
+use crate::proc;
 use std::fmt::Write as _;
 use std::fs;
 use std::io;
@@ -182,7 +185,7 @@ fn owners(state_dir: &Path) -> Vec<(i32, PathBuf)> {
 }
 
 fn alive(pid: i32) -> bool {
-    pid as u32 == std::process::id() || Path::new(&format!("/proc/{pid}")).exists()
+    pid as u32 == std::process::id() || proc::process_exists(pid)
 }
 
 fn live_owner(state_dir: &Path) -> Option<i32> {
@@ -215,6 +218,29 @@ pub fn restore_stale_in(state_dir: &Path) -> Vec<PathBuf> {
         }
     }
     restored
+}
+
+/// read_ahead_kb of the block device holding `program` (looked up in PATH
+/// when it has no slash).
+pub fn read_ahead_kb_for(program: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(crate::launch::resolve_program(program)?)
+        .ok()?
+        .dev();
+    read_ahead_kb_of_device(dev)
+}
+
+/// read_ahead_kb of a device (a partition reports its disk's).
+pub fn read_ahead_kb_of_device(dev: u64) -> Option<u64> {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    [
+        base.join("queue/read_ahead_kb"),
+        base.join("../queue/read_ahead_kb"),
+    ]
+    .iter()
+    .find_map(|p| fs::read_to_string(p).ok())
+    .and_then(|t| t.trim().parse().ok())
 }
 
 #[cfg(test)]

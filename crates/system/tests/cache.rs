@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use coldstart_record::cache::{
+use coldstart_system::cache::{
     self, CacheError, Operation, ResidencyMethod, drop_all, evict, mapping_processes, residency,
     resident_pages,
 };
@@ -145,10 +145,7 @@ fn require_root(test: &str) -> bool {
     if is_root() {
         return true;
     }
-    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("{test} needs root and COLDSTART_REQUIRE_ROOT=1");
-    }
-    eprintln!("SKIPPED: {test} needs root");
+    coldstart_testkit::skip(&format!("{test} needs root"));
     false
 }
 

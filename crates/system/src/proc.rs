@@ -1,0 +1,423 @@
+//! The kernel's /proc files, each read and parsed here and nowhere else:
+//! process lists and names, parents, mappings, mounts, memory figures.
+//! The parsers take the text as the kernel prints it, so each is tested on
+//! literal samples; the readers around them only open the file.
+//!
+//! Readers answer `None` or an empty list when the file cannot be read: a
+//! process that exits between listing /proc and reading its files is
+//! normal, not an error.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+
+/// Pids of the processes alive now (the numeric entries of /proc).
+pub fn pids() -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Whether a process with this pid exists (zombies included).
+pub fn process_exists(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The process name from /proc/PID/comm (at most 15 bytes), or `None` when
+/// the process is gone.
+pub fn comm(pid: i32) -> Option<String> {
+    let bytes = fs::read(format!("/proc/{pid}/comm")).ok()?;
+    Some(
+        String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\n')
+            .to_string(),
+    )
+}
+
+/// The parent pid from /proc/PID/stat; zombies still have one.
+pub fn parent_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_ppid(&stat)
+}
+
+/// The fourth field of a stat line (`pid (comm) state ppid ...`).
+fn parse_stat_ppid(stat: &str) -> Option<i32> {
+    // comm may contain spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The children of every thread of this process, from
+/// /proc/self/task/TID/children.
+pub fn own_children() -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        let Ok(text) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    children
+}
+
+/// This process's cgroup v2 path (the `0::` line of /proc/self/cgroup),
+/// relative to the cgroup2 mount.
+pub fn own_cgroup() -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    parse_cgroup_v2(&text).map(str::to_string)
+}
+
+fn parse_cgroup_v2(text: &str) -> Option<&str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(|path| path.trim_start_matches('/'))
+}
+
+/// One mounted filesystem, from /proc/self/mounts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted, with the kernel's octal escapes decoded.
+    pub target: PathBuf,
+    /// The filesystem type, e.g. "ext4", "tracefs", "cgroup2".
+    pub fstype: String,
+}
+
+/// The filesystems mounted in this process's mount namespace, in mount
+/// order.
+pub fn mounts() -> Vec<Mount> {
+    fs::read_to_string("/proc/self/mounts")
+        .map(|text| parse_mounts(&text))
+        .unwrap_or_default()
+}
+
+/// The first mount of a filesystem type.
+pub fn mount_of_type(fstype: &str) -> Option<PathBuf> {
+    mounts()
+        .into_iter()
+        .find(|mount| mount.fstype == fstype)
+        .map(|mount| mount.target)
+}
+
+/// Lines of `source target fstype options dump pass`.
+fn parse_mounts(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_source, target, fstype) = (fields.next()?, fields.next()?, fields.next()?);
+            Some(Mount {
+                target: PathBuf::from(OsString::from_vec(unescape_octal(target))),
+                fstype: fstype.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// /proc/self/mounts writes space, tab, newline and backslash in a path
+/// as a backslash and three octal digits (`\040` for a space).
+fn unescape_octal(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(digits) = bytes.get(i + 1..i + 4)
+            && digits.iter().all(|d| (b'0'..=b'7').contains(d))
+        {
+            let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
+            out.push(value as u8);
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+/// A process's /proc/PID/maps, read at once.
+pub struct Maps {
+    text: Vec<u8>,
+}
+
+/// The mappings of process `pid` now; fails when the process is gone or
+/// its maps may not be read.
+pub fn maps(pid: i32) -> io::Result<Maps> {
+    fs::read(format!("/proc/{pid}/maps")).map(|text| Maps { text })
+}
+
+impl Maps {
+    /// Every mapping, in address order; lines that do not parse are left
+    /// out.
+    pub fn lines(&self) -> impl Iterator<Item = MapsLine<'_>> {
+        self.text.split(|&b| b == b'\n').filter_map(MapsLine::parse)
+    }
+}
+
+/// One line of /proc/PID/maps:
+/// `start-end perms offset major:minor inode pathname`, addresses, offset
+/// and device numbers in hex, the inode in decimal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapsLine<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub perms: &'a [u8],
+    /// Offset in the file of `start`.
+    pub offset: u64,
+    pub major: u32,
+    pub minor: u32,
+    /// 0 for anonymous mappings.
+    pub inode: u64,
+    /// The file's path as the kernel printed it (a newline in it shows as
+    /// `\012`; nothing else is escaped, so nothing is decoded), a pseudo
+    /// name such as `[heap]`, or empty. Deleted files end in " (deleted)".
+    pub pathname: &'a [u8],
+}
+
+impl<'a> MapsLine<'a> {
+    pub fn parse(line: &'a [u8]) -> Option<MapsLine<'a>> {
+        let mut rest = line;
+        let range = next_field(&mut rest)?;
+        let perms = next_field(&mut rest)?;
+        let offset = next_field(&mut rest)?;
+        let device = next_field(&mut rest)?;
+        let inode = next_field(&mut rest)?;
+        let hex = |bytes: &[u8]| u64::from_str_radix(std::str::from_utf8(bytes).ok()?, 16).ok();
+        let dash = range.iter().position(|&b| b == b'-')?;
+        let colon = device.iter().position(|&b| b == b':')?;
+        Some(MapsLine {
+            start: hex(&range[..dash])?,
+            end: hex(&range[dash + 1..])?,
+            perms,
+            offset: hex(offset)?,
+            major: u32::try_from(hex(&device[..colon])?).ok()?,
+            minor: u32::try_from(hex(&device[colon + 1..])?).ok()?,
+            inode: std::str::from_utf8(inode).ok()?.parse().ok()?,
+            // Padding separates the inode from the path; the path itself
+            // may contain spaces.
+            pathname: trim_leading_spaces(rest),
+        })
+    }
+
+    /// The device as in `st_dev`.
+    pub fn device(&self) -> u64 {
+        libc::makedev(self.major, self.minor)
+    }
+
+    /// The path of the mapped file when it names a file on disk: not an
+    /// anonymous or pseudo mapping, not a file deleted since.
+    pub fn file_path(&self) -> Option<&'a [u8]> {
+        (self.inode != 0
+            && self.pathname.starts_with(b"/")
+            && !self.pathname.ends_with(b" (deleted)"))
+        .then_some(self.pathname)
+    }
+}
+
+/// The next space-separated field of `rest`, advancing past it.
+fn next_field<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let text = trim_leading_spaces(rest);
+    let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
+    let (field, after) = text.split_at(end);
+    *rest = after;
+    (!field.is_empty()).then_some(field)
+}
+
+fn trim_leading_spaces(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|&b| b != b' ').unwrap_or(bytes.len());
+    &bytes[start..]
+}
+
+/// A /proc/meminfo figure in bytes, e.g. `meminfo_bytes("MemTotal")`.
+pub fn meminfo_bytes(field: &str) -> Option<u64> {
+    let text = fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo_kb(&text, field).map(|kb| kb * 1024)
+}
+
+/// The value of a `Field:   1234 kB` line.
+fn parse_meminfo_kb(text: &str, field: &str) -> Option<u64> {
+    let line = text
+        .lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The "model name" of the first CPU in /proc/cpuinfo (x86 and some
+/// others; absent on many ARM kernels).
+pub fn cpu_model() -> Option<String> {
+    let text = fs::read_to_string("/proc/cpuinfo").ok()?;
+    parse_cpu_model(&text)
+}
+
+fn parse_cpu_model(text: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// The running kernel's release (`uname -r`), empty if unreadable.
+pub fn kernel_release() -> String {
+    fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_line_fields() {
+        let line = b"7f1c2a000000-7f1c2a022000 r--p 00001000 fe:00 811083                     /usr/lib/firefox-esr/libxul.so";
+        let m = MapsLine::parse(line).unwrap();
+        assert_eq!(m.start, 0x7f1c_2a00_0000);
+        assert_eq!(m.end, 0x7f1c_2a02_2000);
+        assert_eq!(m.perms, b"r--p");
+        assert_eq!(m.offset, 0x1000);
+        assert_eq!((m.major, m.minor), (0xfe, 0));
+        assert_eq!(m.device(), libc::makedev(0xfe, 0));
+        assert_eq!(m.inode, 811083);
+        assert_eq!(m.file_path(), Some(&b"/usr/lib/firefox-esr/libxul.so"[..]));
+    }
+
+    #[test]
+    fn maps_path_keeps_spaces_and_deleted_files_have_no_file_path() {
+        let line = b"00400000-00452000 r-xp 00000000 103:02 42       /home/a b/my  app (deleted)";
+        let m = MapsLine::parse(line).unwrap();
+        assert_eq!((m.major, m.minor, m.inode), (0x103, 2, 42));
+        assert_eq!(m.pathname, b"/home/a b/my  app (deleted)");
+        assert_eq!(m.file_path(), None);
+        let live = b"00400000-00452000 r-xp 00000000 103:02 42       /home/a b/my  app";
+        assert_eq!(
+            MapsLine::parse(live).unwrap().file_path(),
+            Some(&b"/home/a b/my  app"[..])
+        );
+    }
+
+    #[test]
+    fn anonymous_and_pseudo_maps_lines_have_no_file_path() {
+        let heap = MapsLine::parse(b"5581a000-5583b000 rw-p 00000000 00:00 0   [heap]").unwrap();
+        assert_eq!((heap.inode, heap.pathname), (0, &b"[heap]"[..]));
+        assert_eq!(heap.file_path(), None);
+        let anon = MapsLine::parse(b"7ffd1e5d6000-7ffd1e5f7000 rw-p 00000000 00:00 0 ").unwrap();
+        assert_eq!((anon.major, anon.minor, anon.inode), (0, 0, 0));
+        assert_eq!(anon.pathname, b"");
+        let bare = MapsLine::parse(b"7ffd1e5d6000-7ffd1e5f7000 rw-p 00000000 00:00 0").unwrap();
+        assert_eq!(bare.pathname, b"");
+    }
+
+    #[test]
+    fn malformed_maps_lines_are_rejected() {
+        assert_eq!(MapsLine::parse(b""), None);
+        assert_eq!(MapsLine::parse(b"garbage"), None);
+        assert_eq!(MapsLine::parse(b"a b c nocolon 42 /x"), None);
+        assert_eq!(
+            MapsLine::parse(b"1000-2000 r--p 0 fd:01 notanumber /x"),
+            None
+        );
+        assert_eq!(MapsLine::parse(b"1000 r--p 0 fd:01 7 /x"), None);
+    }
+
+    #[test]
+    fn maps_lines_skip_what_does_not_parse() {
+        let maps = Maps {
+            text: b"1000-2000 r--p 00000000 08:01 5 /bin/x\nnonsense\n3000-4000 rw-p 00000000 00:00 0\n"
+                .to_vec(),
+        };
+        let starts: Vec<u64> = maps.lines().map(|m| m.start).collect();
+        assert_eq!(starts, vec![0x1000, 0x3000]);
+    }
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        let text = "sysfs /sys sysfs rw,nosuid 0 0\n\
+                    /dev/sdb1 /mnt/my\\040disk\\011x ext4 rw,relatime 0 0\n\
+                    tracefs /sys/kernel/tracing tracefs rw 0 0\n\
+                    back\\134slash /a\\134b xfs rw 0 0\n\
+                    short line\n";
+        let mounts = parse_mounts(text);
+        let got: Vec<(&Path, &str)> = mounts
+            .iter()
+            .map(|m| (m.target.as_path(), m.fstype.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Path::new("/sys"), "sysfs"),
+                (Path::new("/mnt/my disk\tx"), "ext4"),
+                (Path::new("/sys/kernel/tracing"), "tracefs"),
+                (Path::new("/a\\b"), "xfs"),
+            ]
+        );
+        // Not an escape: a backslash without three octal digits stays.
+        assert_eq!(unescape_octal("/x\\09y\\"), b"/x\\09y\\");
+    }
+
+    #[test]
+    fn stat_parent_skips_a_comm_with_spaces_and_parentheses() {
+        assert_eq!(
+            parse_stat_ppid("4242 (my (odd) name) S 77 4242 4242 0 -1 4194560"),
+            Some(77)
+        );
+        assert_eq!(parse_stat_ppid("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(parse_stat_ppid("4242 no parenthesis"), None);
+    }
+
+    #[test]
+    fn cgroup_v2_line() {
+        let text = "12:cpuset:/\n0::/user.slice/user-1000.slice/session-2.scope\n";
+        assert_eq!(
+            parse_cgroup_v2(text),
+            Some("user.slice/user-1000.slice/session-2.scope")
+        );
+        assert_eq!(parse_cgroup_v2("0::/\n"), Some(""));
+        assert_eq!(parse_cgroup_v2("4:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn meminfo_fields_in_kb() {
+        let text = "MemTotal:        8029808 kB\n\
+                    MemFree:          412300 kB\n\
+                    SwapCached:          128 kB\n\
+                    Cached:          3141592 kB\n";
+        assert_eq!(parse_meminfo_kb(text, "MemTotal"), Some(8029808));
+        // "SwapCached:" is another field, not "Cached:".
+        assert_eq!(parse_meminfo_kb(text, "Cached"), Some(3141592));
+        assert_eq!(parse_meminfo_kb(text, "Mem"), None);
+        assert_eq!(parse_meminfo_kb(text, "Buffers"), None);
+    }
+
+    #[test]
+    fn cpu_model_of_the_first_cpu() {
+        let text = "processor\t: 0\nvendor_id\t: GenuineIntel\n\
+                    model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\nprocessor\t: 1\n\
+                    model name\t: Other\n";
+        assert_eq!(
+            parse_cpu_model(text).as_deref(),
+            Some("Intel(R) Xeon(R) CPU @ 2.20GHz")
+        );
+        assert_eq!(parse_cpu_model("processor\t: 0\n"), None);
+    }
+
+    #[test]
+    fn own_process_is_readable() {
+        // Facts checked against std, not against this module.
+        let me = std::process::id() as i32;
+        assert!(process_exists(me));
+        assert!(pids().contains(&me));
+        let parent = std::os::unix::process::parent_id() as i32;
+        assert_eq!(parent_of(me), Some(parent));
+    }
+}
