@@ -2,10 +2,12 @@
 //! private tracefs instance and writes what it read and touched, page by
 //! page, into a profile. Also controls the page cache (drop, evict, check
 //! residency) so runs start from a known cache state. Function-level
-//! traces come from a compiler-instrumentation runtime (`functions`).
+//! traces come from a compiler-instrumentation runtime (`functions`), collected
+//! per run by `function_records`.
 
 pub mod cache;
 mod cgroup;
+pub mod function_records;
 pub mod functions;
 pub mod launch;
 pub mod paths;
