@@ -162,8 +162,8 @@ struct OrderFiles {
     /// Flags that select the linker.
     linker_flags: Vec<String>,
     files: Vec<PathBuf>,
-    /// The flags that hand each file to the linker.
-    usage: Vec<String>,
+    /// The flags that hand each file to the linker (gold's are two words).
+    usage: Vec<Vec<String>>,
     /// The functions each binary's start called, for the simulator.
     called: Vec<Vec<CalledFunction>>,
     ordered: usize,
@@ -215,9 +215,14 @@ fn write_order_files(
             .with_context(|| format!("writing {}", path.display()))?;
         orders.ordered += report.emitted.ordered;
         orders.ordered_bytes += report.emitted.ordered_bytes;
-        orders
-            .usage
-            .push(report.emitted.usage.replace("FILE", &report.output));
+        orders.usage.push(
+            report
+                .emitted
+                .usage
+                .split_whitespace()
+                .map(|word| word.replace("FILE", &report.output))
+                .collect(),
+        );
         orders.files.push(path);
     }
     step(&format!(
@@ -259,8 +264,8 @@ fn relink(
         &dir.join("build-ordered"),
         &BuildOptions {
             extra_ldflags,
-            library_ldflags: vec![orders.usage[0].clone()],
-            executable_ldflags: vec![orders.usage[1].clone()],
+            library_ldflags: orders.usage[0].clone(),
+            executable_ldflags: orders.usage[1].clone(),
             ..plain.options.clone()
         },
         &mut |_| {},

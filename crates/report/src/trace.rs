@@ -161,3 +161,66 @@ pub fn render(s: &Summary) -> String {
     let _ = writeln!(out, "\nnext: coldstart report {}", s.profile);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_shows_what_the_run_had_and_skips_what_it_did_not() {
+        let summary = Summary {
+            profile: "app.db".into(),
+            run: 4,
+            end_reason: "ready",
+            ready_ms: Some(12.34),
+            ended_ms: 20.0,
+            warmup_ms: None,
+            exit_code: None,
+            exit_signal: Some(15),
+            processes: 2,
+            files: 3,
+            unresolved_files: 1,
+            outside_files: 0,
+            bytes_read: 2048,
+            bytes_touched: 512,
+            read_requests: 7,
+            read_amplification: Some(4.0),
+            events: 99,
+            lost_events: 0,
+            top_files: vec![TopFile {
+                path: "/bin/app".into(),
+                bytes_read: 2048,
+                bytes_touched: 512,
+            }],
+            functions: Some(FunctionsSummary {
+                processes: 2,
+                functions: 30,
+                unnamed: 1,
+                dropped: 0,
+                warnings: Vec::new(),
+            }),
+        };
+        assert_eq!(
+            render(&summary),
+            "\nrun 4 in app.db: ready\n\
+             \x20 ready after      12.3 ms\n\
+             \x20 killed by signal 15\n\
+             \x20 processes        2\n\
+             \x20 functions        30 first calls from 2 processes (1 unnamed, 0 calls dropped)\n\
+             \x20 files            3 (1 without a path, 0 read only by other processes)\n\
+             \x20 read into cache  2.0 KiB\n\
+             \x20 touched          512 B   (read amplification 4.0x)\n\
+             \x20 read requests    7\n\
+             \x20 trace events     99\n\
+             \n  most read:\n\
+             \x20    2.0 KiB read      512 B touched  /bin/app\n\
+             \nnext: coldstart report app.db\n"
+        );
+    }
+
+    #[test]
+    fn milliseconds_keep_two_decimals() {
+        assert_eq!(ms(12_345_678), 12.35);
+        assert_eq!(ms(-5_000), -0.01);
+    }
+}
