@@ -197,3 +197,56 @@ pub fn bench_at(
         bench.median_ms(Start::Relinked),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_bench::VariantResult;
+    use coldstart_bench::stats::summarize;
+
+    fn variant(name: &str, wall_ms: &[f64]) -> VariantResult {
+        VariantResult {
+            name: name.to_string(),
+            command: Vec::new(),
+            cache: "cold",
+            runs_ok: wall_ms.len(),
+            runs_failed: 0,
+            wall_ms: summarize(wall_ms),
+            ratio: None,
+            major_faults_median: None,
+            minor_faults_median: None,
+            read_bytes_median: None,
+        }
+    }
+
+    #[test]
+    fn medians_are_found_by_what_the_variant_starts_not_by_its_name() {
+        let bench = StartBench {
+            result: BenchResult {
+                environment: Environment::detect(Path::new("/nonexistent")),
+                // Both named alike: only the typed starts tell them apart.
+                variants: vec![
+                    variant("sample app (cold)", &[3.0, 1.0, 2.0]),
+                    variant("sample app (cold)", &[10.0, 40.0]),
+                    variant("never counted", &[]),
+                ],
+                runs: Vec::new(),
+                rewarm_runs: 0,
+                interrupted: false,
+                warnings: Vec::new(),
+            },
+            starts: vec![Start::Relinked, Start::Cold, Start::Warm],
+        };
+        assert_eq!(bench.median_ms(Start::Relinked), Some(2.0));
+        assert_eq!(bench.median_ms(Start::Cold), Some(25.0));
+        assert_eq!(bench.median_ms(Start::Warm), None);
+        assert_eq!(bench.median_ms(Start::WithPlan), None);
+    }
+
+    #[test]
+    fn the_progress_bar_counts_every_variant_timed() {
+        assert_eq!(variant_count(false, false), 2);
+        assert_eq!(variant_count(true, false), 3);
+        assert_eq!(variant_count(true, true), 4);
+    }
+}
