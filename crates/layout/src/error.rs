@@ -32,6 +32,38 @@ pub enum Error {
     Script { detail: String },
     #[error("{}: {detail}", .path.display())]
     Object { path: PathBuf, detail: String },
+    /// Reading the traces out of a profile (`traced`).
+    #[error(transparent)]
+    Profile(#[from] coldstart_profile::Error),
+    #[error("reading the symbols of {}", .path.display())]
+    Symbols {
+        path: PathBuf,
+        #[source]
+        source: coldstart_binary::Error,
+    },
+    #[error(transparent)]
+    Binary(#[from] coldstart_binary::Error),
+    #[error("{} names no file", .path.display())]
+    NoFileName { path: PathBuf },
+    #[error("{pattern:?} is not a valid glob")]
+    Glob {
+        pattern: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error("{} holds no complete run", .profile.display())]
+    NoCompleteRun { profile: PathBuf },
+    #[error(
+        "the runs {runs:?} of {} used no symbol of {}: was the binary traced (check \
+         `coldstart report --file`), and is --module right?",
+        .profile.display(),
+        .binary.display()
+    )]
+    NothingTraced {
+        runs: Vec<i64>,
+        profile: PathBuf,
+        binary: PathBuf,
+    },
     #[error("{}: {source}", .path.display())]
     Io {
         path: PathBuf,

@@ -2,7 +2,8 @@
 //! (`strategy`, `balanced`) and the order into the file a linker or BOLT
 //! reads (`emit`), with a report of what could not be ordered and why,
 //! checked against the link's objects where given (`objects`); and reads
-//! such files back (`read`) for the layout simulator.
+//! such files back (`read`) for the layout simulator. `traced` reads the
+//! traces of one binary out of a profile, as analyze gives them.
 
 mod balanced;
 pub mod emit;
@@ -11,6 +12,7 @@ pub mod model;
 pub mod objects;
 pub mod read;
 mod strategy;
+pub mod traced;
 
 pub use balanced::BalancedOptions;
 pub use emit::{BfdTarget, EmitContext, EmitReport, Emitted, Linker, emit};

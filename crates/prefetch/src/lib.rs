@@ -1,12 +1,14 @@
 //! coldstart's prefetch room, replaying half: a plan of the file extents a
 //! program's start needs, in the order it needs them (`model`), written as
 //! diffable text (`format`), and replayed on background threads while the
-//! program starts (`replay`, `launch`). Plans are compiled from profiles by
+//! program starts (`replay`, `launch`), through a wrapper or a launcher
+//! script (`launcher`). Plans are compiled from profiles by
 //! `coldstart-plan`, kept apart so that this crate reads no profile.
 
 pub mod calibrate;
 pub mod format;
 pub mod launch;
+pub mod launcher;
 pub mod model;
 pub mod replay;
 

@@ -1,9 +1,11 @@
 //! coldstart's record room: runs a program under kernel tracepoints in a
 //! private tracefs instance and writes what it read and touched, page by
 //! page, into a profile. Function-level traces come from a
-//! compiler-instrumentation runtime (`functions`). Launching the program
-//! and controlling the page cache belong to coldstart-system.
+//! compiler-instrumentation runtime (`functions`), collected per run by
+//! `function_records`. Launching the program and controlling the page cache
+//! belong to coldstart-system.
 
+pub mod function_records;
 pub mod functions;
 pub mod paths;
 pub mod trace;

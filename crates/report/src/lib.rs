@@ -4,11 +4,14 @@
 
 pub mod bench;
 pub mod chart;
+pub mod demo;
 pub mod html;
 pub mod inspect;
+pub mod order;
 pub mod perfetto;
 pub mod run;
 pub mod simulate;
 pub mod table;
+pub mod trace;
 
 pub use table::Style;

@@ -3,7 +3,6 @@
 
 pub mod bench;
 pub mod demo;
-pub mod demo_order;
 pub mod evict;
 pub mod inspect;
 pub mod order;

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use coldstart_analyze::relayout::Relayout;
 use coldstart_analyze::{SimulateOptions, simulate};
 use coldstart_binary::OffsetIndex;
+use coldstart_layout::traced;
 use coldstart_profile::Profile;
 use coldstart_report::Style;
 use std::process::ExitCode;
@@ -38,8 +39,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading the symbols of {traced}"))?;
         let mut relayout = Relayout::new(&traced, &index, &names);
         if let Some(run) = args.functions_run {
-            let module = crate::commands::order::module_glob(traced.as_ref(), None)?;
-            let called = crate::commands::order::called_functions(&profile, run, &index, &module)?;
+            let module = traced::module_glob(traced.as_ref(), None)?;
+            let called = traced::called_functions(&profile, run, &index, &module)?;
             if called.is_empty() {
                 bail!(
                     "run {run} of {} recorded no function of {traced} (was it traced with \
