@@ -6,9 +6,11 @@
 
 pub mod cache;
 mod cgroup;
+pub mod eviction;
 pub mod functions;
 pub mod launch;
 pub mod paths;
 pub mod readahead;
 pub mod trace;
 pub mod tracefs;
+pub mod walk;

@@ -3,7 +3,7 @@
 //! the times up; then the environment and the warnings.
 
 use crate::table::{Style, Table, human_bytes, thousands};
-use coldstart_bench::{BenchResult, VariantResult};
+use coldstart_bench::{BenchResult, Variant, VariantResult};
 use std::fmt::Write as _;
 
 pub fn render(result: &BenchResult, style: Style) -> String {
@@ -117,4 +117,36 @@ fn row(index: usize, v: &VariantResult) -> Vec<String> {
         v.read_bytes_median
             .map_or("-".to_string(), |b| human_bytes(b.round() as u64)),
     ]
+}
+
+/// The progress line of a running benchmark: each variant's median so far,
+/// over the times of its counted runs (variants without one yet are left out).
+pub fn running_medians(variants: &[Variant], times: &[Vec<f64>]) -> String {
+    variants
+        .iter()
+        .zip(times)
+        .filter_map(|(v, t)| {
+            coldstart_bench::stats::summarize(t).map(|s| format!("{} {:.0} ms", v.name, s.median))
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_profile::CacheMode;
+
+    #[test]
+    fn running_medians_name_each_variant_with_runs_so_far() {
+        let variant = |name: &str| Variant {
+            name: name.into(),
+            command: 0,
+            cache: CacheMode::Warm,
+        };
+        let variants = [variant("a"), variant("b"), variant("c")];
+        // Medians by hand: 30, 10, 20 -> 20; none yet; 4, 8 -> 6.
+        let times = [vec![30.0, 10.0, 20.0], vec![], vec![4.0, 8.0]];
+        assert_eq!(running_medians(&variants, &times), "a 20 ms | c 6 ms");
+    }
 }

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod chart;
+pub mod evict;
 pub mod html;
 pub mod inspect;
 pub mod perfetto;
