@@ -7,12 +7,10 @@ use anyhow::{Context, bail};
 use coldstart_analyze as analyze;
 use coldstart_bench::{self as bench, Environment, Event, Variant};
 use coldstart_profile::{CacheMode, Profile};
-use coldstart_record::launch::{Forward, Identity, LaunchSpec};
+use coldstart_record::launch::{Forward, LaunchSpec};
 use coldstart_record::trace::{self, TraceOptions};
 use coldstart_report::table::Style;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::ffi::OsString;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -22,9 +20,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let timeout = super::check_timeout(args.timeout)?;
-    let ready_regex = super::ready_regex(args.ready_regex.as_deref())?;
-    let mut argvs: Vec<Vec<OsString>> = vec![args.command.clone()];
+    let timeout = args.readiness.timeout()?;
+    let ready_regex = args.readiness.regex()?;
+    let mut argvs: Vec<Vec<OsString>> = vec![args.program.command.clone()];
     for other in &args.vs {
         let words = shlex::split(other)
             .filter(|w| !w.is_empty())
@@ -57,8 +55,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
              (the program still runs as you), or use --cache selective with --profile"
         );
     }
-    let identity =
-        Identity::invoking_user(args.as_root).context("cannot look up the invoking user")?;
+    let identity = args.run_as.identity()?;
 
     let interrupted = super::interrupt_flag()?;
 
@@ -68,7 +65,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             argv: argv.clone(),
             identity: identity.clone(),
             ready_regex: ready_regex.clone(),
-            ready_file: args.ready_file.clone(),
+            ready_file: args.readiness.ready_file.clone(),
             timeout: Some(timeout),
             forward: if args.show_output {
                 Forward::ToStderr
@@ -108,8 +105,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         grace: Duration::from_millis(500),
     };
 
-    let environment = Environment::detect(Path::new(&args.command[0]));
-    let bar = progress_bar((options.runs * options.variants.len()) as u64);
+    let environment = Environment::detect(Path::new(&args.program.command[0]));
+    let bar = crate::output::progress_with(
+        (options.runs * options.variants.len()) as u64,
+        "[{bar:24}] {pos}/{len} {elapsed} median: {msg}",
+    );
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); options.variants.len()];
     let result = bench::bench(&options, environment, &interrupted, |event| match event {
         Event::Warmup { command, index } => {
@@ -135,7 +135,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 });
             }
             bar.inc(1);
-            bar.set_message(running_medians(&options.variants, &times));
+            bar.set_message(coldstart_report::bench::running_medians(
+                &options.variants,
+                &times,
+            ));
         }
     })?;
     bar.finish_and_clear();
@@ -174,7 +177,7 @@ fn selective_files(
 ) -> anyhow::Result<Vec<PathBuf>> {
     if let Some(path) = &args.profile {
         let profile = Profile::open(path)?;
-        let files = analyze::files_used(&profile, args.run)
+        let files = analyze::files_used(&profile, args.profile_run.run)
             .with_context(|| format!("cannot read the files of {}", path.display()))?;
         if files.is_empty() {
             bail!("{}: the run names no file to evict", path.display());
@@ -265,31 +268,6 @@ fn command_names(names: &[String], argvs: &[Vec<OsString>]) -> Vec<String> {
             }
         })
         .collect()
-}
-
-fn running_medians(variants: &[Variant], times: &[Vec<f64>]) -> String {
-    variants
-        .iter()
-        .zip(times)
-        .filter_map(|(v, t)| {
-            bench::stats::summarize(t).map(|s| format!("{} {:.0} ms", v.name, s.median))
-        })
-        .collect::<Vec<_>>()
-        .join(" | ")
-}
-
-fn progress_bar(total: u64) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    } else {
-        bar.enable_steady_tick(Duration::from_millis(200));
-    }
-    let style = ProgressStyle::with_template("[{bar:24}] {pos}/{len} {elapsed} median: {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-    bar.set_style(style);
-    bar
 }
 
 fn write_out(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -4,8 +4,8 @@
 
 use crate::args::RunArgs;
 use anyhow::Context;
-use coldstart_prefetch::launch::{self, Launch};
-use coldstart_prefetch::replay::{self, Method, ReplayOptions};
+use coldstart_prefetch::launch;
+use coldstart_prefetch::replay::Method;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -13,21 +13,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.write_launcher {
         return write_launcher(args, path);
     }
-    let launch = Launch {
-        plan: args.plan.clone(),
-        replay: ReplayOptions {
-            threads: args
-                .threads
-                .unwrap_or_else(replay::default_threads)
-                .clamp(1, 256),
-            method: args.method,
-        },
-        wait: args.wait,
-        verbose: args.verbose,
-    };
     Ok(ExitCode::from(launch::exec_with_plan(
-        &launch,
-        &args.command,
+        &args.prefetch.launch(),
+        &args.program.command,
     )))
 }
 
@@ -38,20 +26,21 @@ fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
             .into_owned())
     };
     let launcher = wrapper()?;
-    let plan = std::path::absolute(&args.plan)
-        .with_context(|| format!("cannot resolve {}", args.plan.display()))?;
+    let plan = std::path::absolute(&args.prefetch.plan)
+        .with_context(|| format!("cannot resolve {}", args.prefetch.plan.display()))?;
     let command = args
+        .program
         .command
         .iter()
         .map(|a| quote(&a.to_string_lossy()))
         .collect::<anyhow::Result<Vec<_>>>()?
         .join(" ");
     let mut options = String::new();
-    if let Some(threads) = args.threads {
+    if let Some(threads) = args.prefetch.threads {
         options.push_str(&format!(" --threads {threads}"));
     }
-    if args.method != Method::Readahead {
-        options.push_str(&format!(" --method {}", args.method.as_str()));
+    if args.prefetch.method != Method::Readahead {
+        options.push_str(&format!(" --method {}", args.prefetch.method.as_str()));
     }
     let script = format!(
         "#!/bin/sh\n\
@@ -64,7 +53,7 @@ fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
          \x20   exec \"$launcher\"{subcommand} --plan \"$plan\"{options} -- {command} \"$@\"\n\
          fi\n\
          exec {command} \"$@\"\n",
-        program = args.command[0].to_string_lossy(),
+        program = args.program.command[0].to_string_lossy(),
         version = env!("CARGO_PKG_VERSION"),
         launcher = quote(&launcher.path.to_string_lossy())?,
         subcommand = launcher.subcommand,
