@@ -83,7 +83,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     };
 
     let mut variants = Vec::new();
-    for (index, name) in command_names(&args.name, &argvs).into_iter().enumerate() {
+    for (index, name) in coldstart_report::bench::command_labels(&args.name, &argvs)
+        .into_iter()
+        .enumerate()
+    {
         for &cache in &caches {
             variants.push(Variant {
                 name: if caches.len() > 1 {
@@ -116,7 +119,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             bar.set_message(format!(
                 "warm-up {} of {}",
                 index + 1,
-                short_name(&argvs[command])
+                coldstart_report::bench::short_name(&argvs[command])
             ));
         }
         Event::Rewarm { variant } => {
@@ -195,7 +198,7 @@ fn selective_files(
     for (index, spec) in commands.iter().enumerate() {
         crate::output::step(&format!(
             "coldstart: tracing a cold start of {} to learn the files it uses",
-            short_name(&spec.argv)
+            coldstart_report::bench::short_name(&spec.argv)
         ));
         let db = dir.join(format!("first-{index}.db"));
         let mut profile = Profile::create_or_open(&db)?;
@@ -227,47 +230,6 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("coldstart-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
-}
-
-/// The command as a table label: in full when short, else the program's name.
-fn short_name(argv: &[OsString]) -> String {
-    let mut words: Vec<String> = argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    if let Some(first) = words.first_mut()
-        && let Some(base) = Path::new(first.as_str()).file_name()
-    {
-        *first = base.to_string_lossy().into_owned();
-    }
-    let text = words.join(" ");
-    if text.chars().count() <= 32 || words.len() < 2 {
-        text
-    } else {
-        format!("{} …", words[0])
-    }
-}
-
-/// Labels for the commands: --name, else short names, made unique by their
-/// position when two commands would read the same.
-fn command_names(names: &[String], argvs: &[Vec<OsString>]) -> Vec<String> {
-    let labels: Vec<String> = argvs
-        .iter()
-        .enumerate()
-        .map(|(i, argv)| names.get(i).cloned().unwrap_or_else(|| short_name(argv)))
-        .collect();
-    labels
-        .iter()
-        .enumerate()
-        .map(|(i, label)| {
-            let repeated = labels.iter().filter(|l| *l == label).count() > 1;
-            if repeated && names.get(i).is_none() {
-                format!("{label} #{}", i + 1)
-            } else {
-                label.clone()
-            }
-        })
-        .collect()
 }
 
 fn write_out(path: &Path, text: &str) -> anyhow::Result<()> {
