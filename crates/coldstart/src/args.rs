@@ -2,8 +2,12 @@
 //! text. One source for --help, the man page and shell completions. This
 //! layer only validates; the command modules turn it into work.
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
+
+mod prefetch;
+pub use prefetch::{PrefetchArgs, TrailingCommand};
 
 const ABOUT: &str = "Measure, explain and fix the cold start of large native programs";
 
@@ -86,6 +90,89 @@ pub enum Command {
     Manpage,
 }
 
+/// When a start is over: a line of the program's output, a file appearing,
+/// or the time limit. Trace's wording and default; bench rewords
+/// --ready-file and --timeout and waits 60 seconds.
+#[derive(Debug, Args)]
+pub struct Readiness {
+    /// Startup is over when a line of the program's output matches this regex
+    #[arg(long, value_name = "RE", conflicts_with = "ready_file")]
+    pub ready_regex: Option<String>,
+
+    /// Startup is over when this file exists
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+
+    /// Give up after this many seconds (the run is kept, marked timeout)
+    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    pub timeout: f64,
+}
+
+impl Readiness {
+    /// --timeout as typed: a positive, finite number of seconds.
+    pub fn timeout(&self) -> anyhow::Result<std::time::Duration> {
+        if !(self.timeout > 0.0 && self.timeout.is_finite()) {
+            anyhow::bail!("--timeout must be a positive number of seconds");
+        }
+        Ok(std::time::Duration::from_secs_f64(self.timeout))
+    }
+
+    /// --ready-regex compiled, with an error that names the option.
+    pub fn regex(&self) -> anyhow::Result<Option<regex::Regex>> {
+        self.ready_regex
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .context("--ready-regex is not a valid regular expression")
+    }
+}
+
+/// How a report is printed: text tables, Markdown or JSON.
+#[derive(Debug, Args)]
+pub struct OutputFormat {
+    /// Print JSON
+    #[arg(long, conflicts_with = "markdown")]
+    pub json: bool,
+
+    /// Print Markdown tables
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+impl OutputFormat {
+    /// The table style of the text output (--json aside).
+    pub fn style(&self) -> coldstart_report::Style {
+        if self.markdown {
+            coldstart_report::Style::Markdown
+        } else {
+            coldstart_report::Style::Plain
+        }
+    }
+}
+
+/// Who the measured program runs as when coldstart was started through sudo.
+#[derive(Debug, Args)]
+pub struct RunAs {
+    /// Run the program as root even when started through sudo
+    #[arg(long)]
+    pub as_root: bool,
+}
+
+impl RunAs {
+    pub fn identity(&self) -> anyhow::Result<coldstart_system::launch::Identity> {
+        coldstart_system::launch::Identity::invoking_user(self.as_root)
+            .context("cannot look up the invoking user")
+    }
+}
+
+/// Which run of --profile names the files to evict.
+#[derive(Debug, Args)]
+pub struct RunOfProfile {
+    /// Run of --profile [default: the latest complete run]
+    #[arg(long, value_name = "N", requires = "profile")]
+    pub run: Option<i64>,
+}
+
 const INSPECT_LONG: &str = "\
 Show the anatomy of ELF (and PE or Mach-O) binaries as it matters for a cold start: \
 segments and sections with their share of the file and pages, the dynamic section, \
@@ -105,18 +192,17 @@ Examples:
   coldstart inspect a.dll b.dll c.dll          (reports overlapping image bases)";
 
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("json", |a| a.help("Print JSON instead of tables")),
+    mut_arg("markdown", |a| a.help("Print Markdown tables instead of plain text"))
+)]
 pub struct InspectArgs {
     /// Binaries to inspect (ELF, PE, Mach-O)
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Print JSON instead of tables
-    #[arg(long, conflicts_with = "markdown")]
-    pub json: bool,
-
-    /// Print Markdown tables instead of plain text
-    #[arg(long)]
-    pub markdown: bool,
+    #[command(flatten)]
+    pub format: OutputFormat,
 
     /// Page size for page counts, in bytes (a power of two)
     #[arg(long, default_value_t = 4096, value_name = "BYTES")]
@@ -168,6 +254,7 @@ Examples:
   sudo coldstart trace --cache warm --json -o app.db -- ./app";
 
 #[derive(Debug, Args)]
+#[command(mut_arg("command", |a| a.help("The program and its arguments")))]
 pub struct TraceArgs {
     /// Profile database to append the run to (created if missing)
     #[arg(short, long, default_value = "coldstart.db", value_name = "PROFILE.db")]
@@ -188,17 +275,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "PROFILE.db")]
     pub evict_from: Option<PathBuf>,
 
-    /// Startup is over when a line of the program's output matches this regex
-    #[arg(long, value_name = "RE", conflicts_with = "ready_file")]
-    pub ready_regex: Option<String>,
-
-    /// Startup is over when this file exists
-    #[arg(long, value_name = "PATH")]
-    pub ready_file: Option<PathBuf>,
-
-    /// Give up after this many seconds (the run is kept, marked timeout)
-    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
-    pub timeout: f64,
+    #[command(flatten)]
+    pub readiness: Readiness,
 
     /// Trace buffer per CPU, in MiB
     #[arg(long, default_value_t = 64, value_name = "MIB")]
@@ -220,17 +298,15 @@ pub struct TraceArgs {
     #[arg(long, value_name = "KB")]
     pub read_ahead_kb: Option<u64>,
 
-    /// Run the program as root even when started through sudo
-    #[arg(long)]
-    pub as_root: bool,
+    #[command(flatten)]
+    pub run_as: RunAs,
 
     /// Print the run summary as JSON (the program's output goes to stderr)
     #[arg(long)]
     pub json: bool,
 
-    /// The program and its arguments
-    #[arg(required = true, last = true, value_name = "CMD")]
-    pub command: Vec<std::ffi::OsString>,
+    #[command(flatten)]
+    pub program: TrailingCommand,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -283,13 +359,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "GLOB")]
     pub file: Option<String>,
 
-    /// Print JSON
-    #[arg(long, conflicts_with = "markdown")]
-    pub json: bool,
-
-    /// Print Markdown tables
-    #[arg(long)]
-    pub markdown: bool,
+    #[command(flatten)]
+    pub format: OutputFormat,
 
     /// Include the page lists (JSON) or page extents (text)
     #[arg(long)]
@@ -484,13 +555,8 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "N", requires = "order")]
     pub functions_run: Option<i64>,
 
-    /// Print JSON
-    #[arg(long, conflicts_with = "markdown")]
-    pub json: bool,
-
-    /// Print Markdown tables
-    #[arg(long)]
-    pub markdown: bool,
+    #[command(flatten)]
+    pub format: OutputFormat,
 
     /// Files to show: a number or "all"
     #[arg(long, default_value = "15", value_name = "N|all", value_parser = parse_limit)]
@@ -588,42 +654,15 @@ Examples:
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The plan to prefetch
-    #[arg(long, value_name = "APP.plan")]
-    pub plan: PathBuf,
-
-    /// Prefetch threads [default: the CPUs, from 2 to 8]
-    #[arg(long, value_name = "N")]
-    pub threads: Option<usize>,
-
-    /// How pages are brought in
-    #[arg(long, default_value = "readahead", value_parser = method_parser())]
-    pub method: coldstart_prefetch::replay::Method,
-
-    /// Finish the prefetch before starting the program
-    #[arg(long)]
-    pub wait: bool,
-
-    /// Report every skipped file and a summary of the prefetch on stderr
-    #[arg(long, short)]
-    pub verbose: bool,
+    #[command(flatten)]
+    pub prefetch: PrefetchArgs,
 
     /// Write a launcher script for this plan and command instead of running it
     #[arg(long, value_name = "PATH")]
     pub write_launcher: Option<PathBuf>,
 
-    /// The command and its arguments
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<std::ffi::OsString>,
-}
-
-/// The prefetch methods by their names, listed in --help.
-fn method_parser()
--> impl clap::builder::TypedValueParser<Value = coldstart_prefetch::replay::Method> {
-    use clap::builder::{PossibleValuesParser, TypedValueParser};
-    use coldstart_prefetch::replay::Method;
-    PossibleValuesParser::new(Method::ALL.map(Method::as_str))
-        .map(|name| Method::parse(&name).expect("a possible value names a method"))
+    #[command(flatten)]
+    pub program: TrailingCommand,
 }
 
 const EVICT_LONG: &str = "\
@@ -657,9 +696,8 @@ pub struct EvictArgs {
     #[arg(long, value_name = "PROFILE.db", conflicts_with = "all")]
     pub profile: Option<PathBuf>,
 
-    /// Run of --profile [default: the latest complete run]
-    #[arg(long, value_name = "N", requires = "profile")]
-    pub run: Option<i64>,
+    #[command(flatten)]
+    pub profile_run: RunOfProfile,
 
     /// Only report how much of each file is resident; evict nothing
     #[arg(long, conflicts_with = "all")]
@@ -707,6 +745,12 @@ Examples:
   coldstart bench --vs './app-ordered --quit' --markdown table.md -- ./app --quit";
 
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("ready_file", |a| a.help("Startup is over when this file exists (removed before every run)")),
+    mut_arg("timeout", |a| a
+        .help("A run not ready after this many seconds is killed and marked failed")
+        .default_value("60"))
+)]
 pub struct BenchArgs {
     /// Page cache state before every run; several (warm,cold,selective) are
     /// interleaved as variants
@@ -730,25 +774,15 @@ pub struct BenchArgs {
     #[arg(long, value_name = "NAME")]
     pub name: Vec<String>,
 
-    /// Startup is over when a line of the program's output matches this regex
-    #[arg(long, value_name = "RE", conflicts_with = "ready_file")]
-    pub ready_regex: Option<String>,
-
-    /// Startup is over when this file exists (removed before every run)
-    #[arg(long, value_name = "PATH")]
-    pub ready_file: Option<PathBuf>,
-
-    /// A run not ready after this many seconds is killed and marked failed
-    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
-    pub timeout: f64,
+    #[command(flatten)]
+    pub readiness: Readiness,
 
     /// Profile whose run names the files --cache selective evicts
     #[arg(long, value_name = "PROFILE.db")]
     pub profile: Option<PathBuf>,
 
-    /// Run of --profile [default: the latest complete run]
-    #[arg(long, value_name = "N", requires = "profile")]
-    pub run: Option<i64>,
+    #[command(flatten)]
+    pub profile_run: RunOfProfile,
 
     /// Write the results as JSON to this file ("-" for stdout)
     #[arg(long, value_name = "FILE")]
@@ -762,13 +796,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub show_output: bool,
 
-    /// Run the program as root even when started through sudo
-    #[arg(long)]
-    pub as_root: bool,
+    #[command(flatten)]
+    pub run_as: RunAs,
 
-    /// The command and its arguments
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<std::ffi::OsString>,
+    #[command(flatten)]
+    pub program: TrailingCommand,
 }
 
 const DEMO_LONG: &str = "\

@@ -37,17 +37,27 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
-/// A progress bar on stderr, hidden when stderr is not a terminal.
+/// A progress bar on stderr with a message before the bar.
 pub fn progress(total: u64, message: &str) -> ProgressBar {
+    let bar = progress_with(total, "{msg:>12} [{bar:40}] {pos}/{len} {elapsed}");
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// A progress bar on stderr drawn by an indicatif template, hidden when
+/// stderr is not a terminal; on one it ticks, so {elapsed} keeps counting
+/// through a long step.
+pub fn progress_with(total: u64, template: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if !std::io::stderr().is_terminal() {
+    if std::io::stderr().is_terminal() {
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    } else {
         bar.set_draw_target(ProgressDrawTarget::hidden());
     }
-    let style = ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {elapsed}")
+    let style = ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
     bar.set_style(style);
-    bar.set_message(message.to_string());
     bar
 }
 

@@ -3,8 +3,10 @@
 //! the times up; then the environment and the warnings.
 
 use crate::table::{Style, Table, human_bytes, thousands};
-use coldstart_bench::{BenchResult, VariantResult};
+use coldstart_bench::{BenchResult, Variant, VariantResult};
+use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::path::Path;
 
 pub fn render(result: &BenchResult, style: Style) -> String {
     let mut out = String::new();
@@ -117,4 +119,98 @@ fn row(index: usize, v: &VariantResult) -> Vec<String> {
         v.read_bytes_median
             .map_or("-".to_string(), |b| human_bytes(b.round() as u64)),
     ]
+}
+
+/// The progress line of a running benchmark: each variant's median so far,
+/// over the times of its counted runs (variants without one yet are left out).
+pub fn running_medians(variants: &[Variant], times: &[Vec<f64>]) -> String {
+    variants
+        .iter()
+        .zip(times)
+        .filter_map(|(v, t)| {
+            coldstart_bench::stats::summarize(t).map(|s| format!("{} {:.0} ms", v.name, s.median))
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// The command as a table label: in full when short, else the program's name.
+pub fn short_name(argv: &[OsString]) -> String {
+    let mut words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(first) = words.first_mut()
+        && let Some(base) = Path::new(first.as_str()).file_name()
+    {
+        *first = base.to_string_lossy().into_owned();
+    }
+    let text = words.join(" ");
+    if text.chars().count() <= 32 || words.len() < 2 {
+        text
+    } else {
+        format!("{} …", words[0])
+    }
+}
+
+/// Labels for the commands: --name, else short names, made unique by their
+/// position when two commands would read the same.
+pub fn command_labels(names: &[String], argvs: &[Vec<OsString>]) -> Vec<String> {
+    let labels: Vec<String> = argvs
+        .iter()
+        .enumerate()
+        .map(|(i, argv)| names.get(i).cloned().unwrap_or_else(|| short_name(argv)))
+        .collect();
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            let repeated = labels.iter().filter(|l| *l == label).count() > 1;
+            if repeated && names.get(i).is_none() {
+                format!("{label} #{}", i + 1)
+            } else {
+                label.clone()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_profile::CacheMode;
+
+    #[test]
+    fn running_medians_name_each_variant_with_runs_so_far() {
+        let variant = |name: &str| Variant {
+            name: name.into(),
+            command: 0,
+            cache: CacheMode::Warm,
+        };
+        let variants = [variant("a"), variant("b"), variant("c")];
+        // Medians by hand: 30, 10, 20 -> 20; none yet; 4, 8 -> 6.
+        let times = [vec![30.0, 10.0, 20.0], vec![], vec![4.0, 8.0]];
+        assert_eq!(running_medians(&variants, &times), "a 20 ms | c 6 ms");
+    }
+
+    #[test]
+    fn commands_are_labelled_by_name_or_short_form_and_kept_apart() {
+        let argv = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        let long = argv(&[
+            "/usr/bin/firefox-esr",
+            "--headless",
+            "--screenshot",
+            "/tmp/x.png",
+        ]);
+        // 46 characters with the directory dropped, over 32: the program's name stays.
+        assert_eq!(short_name(&long), "firefox-esr …");
+        assert_eq!(short_name(&argv(&["./app", "--quit"])), "app --quit");
+        let argvs = [argv(&["./app"]), argv(&["/other/app"]), argv(&["./app"])];
+        assert_eq!(command_labels(&[], &argvs), ["app #1", "app #2", "app #3"]);
+        // A name given is kept as given; only unnamed repeats get a number.
+        assert_eq!(
+            command_labels(&["app".to_string()], &argvs),
+            ["app", "app #2", "app #3"]
+        );
+    }
 }

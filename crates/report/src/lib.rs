@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod chart;
 pub mod demo;
+pub mod evict;
 pub mod html;
 pub mod inspect;
 pub mod order;

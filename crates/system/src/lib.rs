@@ -1,8 +1,9 @@
 //! coldstart's system room, below every other: what the tool asks of the
 //! operating system. Starting the measured program as the right user and
 //! watching its process tree (`launch`), controlling and measuring the page
-//! cache (`cache`), overriding device readahead for a run (`readahead`),
-//! reading build-ids without disturbing the cache (`build_id`), and every
+//! cache (`cache`), evicting or checking a set of files with per-file results
+//! (`eviction`) and finding the files a path names (`walk`), overriding
+//! device readahead for a run (`readahead`), reading build-ids without disturbing the cache (`build_id`), and every
 //! /proc parser (`proc`). It knows nothing of profiles or traces, so the
 //! prefetch launcher can use it without linking the tracer or SQLite.
 //!
@@ -11,6 +12,8 @@
 pub mod build_id;
 pub mod cache;
 mod cgroup;
+pub mod eviction;
 pub mod launch;
 pub mod proc;
 pub mod readahead;
+pub mod walk;

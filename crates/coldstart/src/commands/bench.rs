@@ -9,10 +9,8 @@ use coldstart_bench::{self as bench, Environment, Event, Variant};
 use coldstart_profile::{CacheMode, Profile};
 use coldstart_record::trace::{self, TraceOptions};
 use coldstart_report::table::Style;
-use coldstart_system::launch::{Forward, Identity, LaunchSpec};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use coldstart_system::launch::{Forward, LaunchSpec};
 use std::ffi::OsString;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -22,9 +20,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let timeout = super::check_timeout(args.timeout)?;
-    let ready_regex = super::ready_regex(args.ready_regex.as_deref())?;
-    let mut argvs: Vec<Vec<OsString>> = vec![args.command.clone()];
+    let timeout = args.readiness.timeout()?;
+    let ready_regex = args.readiness.regex()?;
+    let mut argvs: Vec<Vec<OsString>> = vec![args.program.command.clone()];
     for other in &args.vs {
         let words = shlex::split(other)
             .filter(|w| !w.is_empty())
@@ -57,8 +55,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
              (the program still runs as you), or use --cache selective with --profile"
         );
     }
-    let identity =
-        Identity::invoking_user(args.as_root).context("cannot look up the invoking user")?;
+    let identity = args.run_as.identity()?;
 
     let interrupted = super::interrupt_flag()?;
 
@@ -68,7 +65,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             argv: argv.clone(),
             identity: identity.clone(),
             ready_regex: ready_regex.clone(),
-            ready_file: args.ready_file.clone(),
+            ready_file: args.readiness.ready_file.clone(),
             timeout: Some(timeout),
             forward: if args.show_output {
                 Forward::ToStderr
@@ -86,7 +83,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     };
 
     let mut variants = Vec::new();
-    for (index, name) in command_names(&args.name, &argvs).into_iter().enumerate() {
+    for (index, name) in coldstart_report::bench::command_labels(&args.name, &argvs)
+        .into_iter()
+        .enumerate()
+    {
         for &cache in &caches {
             variants.push(Variant {
                 name: if caches.len() > 1 {
@@ -108,15 +108,18 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         grace: Duration::from_millis(500),
     };
 
-    let environment = Environment::detect(Path::new(&args.command[0]));
-    let bar = progress_bar((options.runs * options.variants.len()) as u64);
+    let environment = Environment::detect(Path::new(&args.program.command[0]));
+    let bar = crate::output::progress_with(
+        (options.runs * options.variants.len()) as u64,
+        "[{bar:24}] {pos}/{len} {elapsed} median: {msg}",
+    );
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); options.variants.len()];
     let result = bench::bench(&options, environment, &interrupted, |event| match event {
         Event::Warmup { command, index } => {
             bar.set_message(format!(
                 "warm-up {} of {}",
                 index + 1,
-                short_name(&argvs[command])
+                coldstart_report::bench::short_name(&argvs[command])
             ));
         }
         Event::Rewarm { variant } => {
@@ -135,7 +138,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 });
             }
             bar.inc(1);
-            bar.set_message(running_medians(&options.variants, &times));
+            bar.set_message(coldstart_report::bench::running_medians(
+                &options.variants,
+                &times,
+            ));
         }
     })?;
     bar.finish_and_clear();
@@ -174,7 +180,7 @@ fn selective_files(
 ) -> anyhow::Result<Vec<PathBuf>> {
     if let Some(path) = &args.profile {
         let profile = Profile::open(path)?;
-        let files = analyze::files_used(&profile, args.run)
+        let files = analyze::files_used(&profile, args.profile_run.run)
             .with_context(|| format!("cannot read the files of {}", path.display()))?;
         if files.is_empty() {
             bail!("{}: the run names no file to evict", path.display());
@@ -192,7 +198,7 @@ fn selective_files(
     for (index, spec) in commands.iter().enumerate() {
         crate::output::step(&format!(
             "coldstart: tracing a cold start of {} to learn the files it uses",
-            short_name(&spec.argv)
+            coldstart_report::bench::short_name(&spec.argv)
         ));
         let db = dir.join(format!("first-{index}.db"));
         let mut profile = Profile::create_or_open(&db)?;
@@ -224,72 +230,6 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("coldstart-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
-}
-
-/// The command as a table label: in full when short, else the program's name.
-fn short_name(argv: &[OsString]) -> String {
-    let mut words: Vec<String> = argv
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    if let Some(first) = words.first_mut()
-        && let Some(base) = Path::new(first.as_str()).file_name()
-    {
-        *first = base.to_string_lossy().into_owned();
-    }
-    let text = words.join(" ");
-    if text.chars().count() <= 32 || words.len() < 2 {
-        text
-    } else {
-        format!("{} …", words[0])
-    }
-}
-
-/// Labels for the commands: --name, else short names, made unique by their
-/// position when two commands would read the same.
-fn command_names(names: &[String], argvs: &[Vec<OsString>]) -> Vec<String> {
-    let labels: Vec<String> = argvs
-        .iter()
-        .enumerate()
-        .map(|(i, argv)| names.get(i).cloned().unwrap_or_else(|| short_name(argv)))
-        .collect();
-    labels
-        .iter()
-        .enumerate()
-        .map(|(i, label)| {
-            let repeated = labels.iter().filter(|l| *l == label).count() > 1;
-            if repeated && names.get(i).is_none() {
-                format!("{label} #{}", i + 1)
-            } else {
-                label.clone()
-            }
-        })
-        .collect()
-}
-
-fn running_medians(variants: &[Variant], times: &[Vec<f64>]) -> String {
-    variants
-        .iter()
-        .zip(times)
-        .filter_map(|(v, t)| {
-            bench::stats::summarize(t).map(|s| format!("{} {:.0} ms", v.name, s.median))
-        })
-        .collect::<Vec<_>>()
-        .join(" | ")
-}
-
-fn progress_bar(total: u64) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-    if !std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
-    } else {
-        bar.enable_steady_tick(Duration::from_millis(200));
-    }
-    let style = ProgressStyle::with_template("[{bar:24}] {pos}/{len} {elapsed} median: {msg}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-    bar.set_style(style);
-    bar
 }
 
 fn write_out(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -5,7 +5,6 @@
 use crate::args::InspectArgs;
 use crate::output;
 use coldstart_binary::{InspectOptions, Inspection, image_overlaps, inspect_path};
-use coldstart_report::Style;
 use coldstart_report::inspect::{InspectView, render, render_overlaps};
 use serde::Serialize;
 use std::process::ExitCode;
@@ -46,7 +45,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
     }
     let overlaps = image_overlaps(&inspections);
 
-    if args.json {
+    if args.format.json {
         match (args.files.len(), inspections.first()) {
             (1, Some(only)) => output::print_json(only)?,
             (1, None) => {}
@@ -58,11 +57,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
         }
     } else {
         let view = InspectView {
-            style: if args.markdown {
-                Style::Markdown
-            } else {
-                Style::Plain
-            },
+            style: args.format.style(),
             initializers: args.initializers.0,
             all_sections: args.all_sections,
         };

@@ -14,7 +14,7 @@ pub mod runtime;
 pub mod simulate;
 pub mod trace;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -32,21 +32,6 @@ pub fn manpage() -> anyhow::Result<ExitCode> {
     clap_mangen::Man::new(crate::args::command()).render(&mut out)?;
     crate::output::print_text(&String::from_utf8_lossy(&out))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// --timeout as typed: a positive, finite number of seconds.
-pub fn check_timeout(seconds: f64) -> anyhow::Result<std::time::Duration> {
-    if !(seconds > 0.0 && seconds.is_finite()) {
-        bail!("--timeout must be a positive number of seconds");
-    }
-    Ok(std::time::Duration::from_secs_f64(seconds))
-}
-
-/// --ready-regex compiled, with an error that names the option.
-pub fn ready_regex(text: Option<&str>) -> anyhow::Result<Option<regex::Regex>> {
-    text.map(regex::Regex::new)
-        .transpose()
-        .context("--ready-regex is not a valid regular expression")
 }
 
 /// A flag raised by Ctrl-C (and SIGTERM, SIGHUP): the measuring commands stop

@@ -6,7 +6,7 @@ use crate::output;
 use anyhow::Context;
 use coldstart_analyze as analyze;
 use coldstart_profile::Profile;
-use coldstart_report::{Style, run::RunView};
+use coldstart_report::run::RunView;
 use std::process::ExitCode;
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
@@ -56,15 +56,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             path.display()
         ));
     }
-    if args.json {
+    if args.format.json {
         output::print_json(&report)?;
     } else {
         let view = RunView {
-            style: if args.markdown {
-                Style::Markdown
-            } else {
-                Style::Plain
-            },
+            style: args.format.style(),
             files: args.top.0,
             symbols: args.symbols.0,
             pages: args.pages,

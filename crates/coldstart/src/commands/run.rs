@@ -4,9 +4,8 @@
 
 use crate::args::RunArgs;
 use anyhow::Context;
-use coldstart_prefetch::launch::{self, Launch};
+use coldstart_prefetch::launch;
 use coldstart_prefetch::launcher::{LauncherScript, Wrapper, launcher_script};
-use coldstart_prefetch::replay::{self, ReplayOptions};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -14,34 +13,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.write_launcher {
         return write_launcher(args, path);
     }
-    let launch = Launch {
-        plan: args.plan.clone(),
-        replay: ReplayOptions {
-            threads: args
-                .threads
-                .unwrap_or_else(replay::default_threads)
-                .clamp(1, 256),
-            method: args.method,
-        },
-        wait: args.wait,
-        verbose: args.verbose,
-    };
     Ok(ExitCode::from(launch::exec_with_plan(
-        &launch,
-        &args.command,
+        &args.prefetch.launch(),
+        &args.program.command,
     )))
 }
 
 fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
     let coldstart = std::env::current_exe().context("cannot find the coldstart binary")?;
-    let plan = std::path::absolute(&args.plan)
-        .with_context(|| format!("cannot resolve {}", args.plan.display()))?;
+    let plan = std::path::absolute(&args.prefetch.plan)
+        .with_context(|| format!("cannot resolve {}", args.prefetch.plan.display()))?;
     let script = launcher_script(&LauncherScript {
         wrapper: &Wrapper::beside(coldstart),
         plan: &plan,
-        command: &args.command,
-        threads: args.threads,
-        method: args.method,
+        command: &args.program.command,
+        threads: args.prefetch.threads,
+        method: args.prefetch.method,
     })?;
     std::fs::write(path, script).with_context(|| format!("cannot write {}", path.display()))?;
     use std::os::unix::fs::PermissionsExt;

@@ -80,10 +80,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
             relayouts,
         },
     )?;
-    if args.json {
+    if args.format.json {
         output::print_json(&report)?;
     } else {
-        let style = if args.markdown {
+        let style = if args.format.markdown {
             Style::Markdown
         } else {
             Style::Plain

@@ -15,11 +15,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
-    let timeout = super::check_timeout(args.timeout)?;
+    let timeout = args.readiness.timeout()?;
     if args.buffer_mb == 0 {
         bail!("--buffer-mb must be at least 1");
     }
-    let ready_regex = super::ready_regex(args.ready_regex.as_deref())?;
+    let ready_regex = args.readiness.regex()?;
     // SAFETY: geteuid never fails.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
@@ -27,7 +27,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let identity =
-        Identity::invoking_user(args.as_root).context("cannot look up the invoking user")?;
+        Identity::invoking_user(args.run_as.as_root).context("cannot look up the invoking user")?;
     let cache = match args.cache {
         _ if !args.evict.is_empty() => CacheMode::Selective,
         CacheArg::Cold => CacheMode::Cold,
@@ -51,10 +51,10 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     }
     let mut options = TraceOptions {
         launch: LaunchSpec {
-            argv: args.command.clone(),
+            argv: args.program.command.clone(),
             identity: identity.clone(),
             ready_regex,
-            ready_file: args.ready_file.clone(),
+            ready_file: args.readiness.ready_file.clone(),
             timeout: Some(timeout),
             forward: if args.json {
                 Forward::ToStderr
@@ -128,7 +128,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             ))
         },
     )
-    .with_context(|| format!("tracing {}", args.command.first().map(|c| c.to_string_lossy()).unwrap_or_default()));
+    .with_context(|| format!("tracing {}", args.program.command.first().map(|c| c.to_string_lossy()).unwrap_or_default()));
     spinner.finish_and_clear();
     let summary = summary?;
     let functions = match &functions_dir {
