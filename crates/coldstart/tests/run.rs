@@ -338,3 +338,35 @@ fn the_small_wrapper_passes_the_status_through_and_refuses_bad_usage() {
         assert!(stderr.contains("Usage: coldstart-run"), "{stderr}");
     }
 }
+
+#[test]
+fn the_small_wrapper_documents_the_flags_of_coldstart_run() {
+    let help = |args: &[&str]| {
+        let out = run_ok(Command::new(env!("CARGO_BIN_EXE_coldstart-run")).args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let wrapper = help(&["--help"]);
+    assert_eq!(help(&["-h"]), wrapper);
+    assert!(
+        wrapper.contains("Usage: coldstart-run [OPTIONS] --plan <APP.plan> -- <CMD>...\n"),
+        "{wrapper}"
+    );
+    let run = String::from_utf8_lossy(&run_ok(coldstart().args(["run", "-h"])).stdout).into_owned();
+    // Each flag's name, value and help line reads the same in both.
+    for line in [
+        "--plan <APP.plan>",
+        "The plan to prefetch",
+        "--threads <N>",
+        "Prefetch threads [default: the CPUs, from 2 to 8]",
+        "--method <METHOD>",
+        "How pages are brought in [default: readahead] [possible values:",
+        "--wait",
+        "Finish the prefetch before starting the program",
+        "-v, --verbose",
+        "Report every skipped file and a summary of the prefetch on stderr",
+    ] {
+        assert!(wrapper.contains(line), "{line}: {wrapper}");
+        assert!(run.contains(line), "{line}: {run}");
+    }
+    assert_eq!(help(&["--version"]), "coldstart-run 0.1.0\n");
+}

@@ -2,10 +2,11 @@
 //! program's start needs, in the order it needs them (`model`), written as
 //! diffable text (`format`), and replayed on background threads while the
 //! program starts (`replay`, `launch`), through a wrapper or a launcher
-//! script (`launcher`). Plans are compiled from profiles by
+//! script (`launcher`), whose flags are defined once (`flags`). Plans are compiled from profiles by
 //! `coldstart-plan`, kept apart so that this crate reads no profile.
 
 pub mod calibrate;
+pub mod flags;
 pub mod format;
 pub mod launch;
 pub mod launcher;

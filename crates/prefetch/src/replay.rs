@@ -37,7 +37,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Method::Readahead => "readahead",
             Method::Fadvise => "fadvise",

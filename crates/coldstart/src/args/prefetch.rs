@@ -1,66 +1,71 @@
 //! The flags of `coldstart run` that the small coldstart-run wrapper takes
-//! too: one definition for both binaries (coldstart-run includes this file
-//! by path), so their names, help and defaults cannot drift apart. Only clap
-//! and coldstart-prefetch are used here, to keep coldstart-run small.
+//! too. Their names, value names, help and default come from
+//! `coldstart_prefetch::flags`, the table coldstart-run parses by hand, so the
+//! two binaries cannot drift apart while coldstart-run links no clap.
 
 use clap::Args;
+use coldstart_prefetch::flags;
 use coldstart_prefetch::launch::Launch;
-use coldstart_prefetch::replay::{self, Method, ReplayOptions};
+use coldstart_prefetch::replay::Method;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct PrefetchArgs {
-    /// The plan to prefetch
-    #[arg(long, value_name = "APP.plan")]
+    #[arg(long = flags::PLAN.long, value_name = flags::PLAN.value_name, help = flags::PLAN.help)]
     pub plan: PathBuf,
 
-    /// Prefetch threads [default: the CPUs, from 2 to 8]
-    #[arg(long, value_name = "N")]
+    #[arg(
+        long = flags::THREADS.long,
+        value_name = flags::THREADS.value_name,
+        help = flags::THREADS.help
+    )]
     pub threads: Option<usize>,
 
-    /// How pages are brought in
-    #[arg(long, default_value = "readahead", value_parser = method_parser())]
+    #[arg(
+        long = flags::METHOD.long,
+        value_name = flags::METHOD.value_name,
+        help = flags::METHOD.help,
+        default_value = flags::METHOD.default,
+        value_parser = method_parser()
+    )]
     pub method: Method,
 
-    /// Finish the prefetch before starting the program
-    #[arg(long)]
+    #[arg(long = flags::WAIT.long, help = flags::WAIT.help)]
     pub wait: bool,
 
-    /// Report every skipped file and a summary of the prefetch on stderr
-    #[arg(long, short)]
+    #[arg(long = flags::VERBOSE.long, short = flags::VERBOSE.short, help = flags::VERBOSE.help)]
     pub verbose: bool,
 }
 
 impl PrefetchArgs {
     /// The launch these flags ask for; threads beyond 1 to 256 are clamped.
     pub fn launch(&self) -> Launch {
-        Launch {
-            plan: self.plan.clone(),
-            replay: ReplayOptions {
-                threads: self
-                    .threads
-                    .unwrap_or_else(replay::default_threads)
-                    .clamp(1, 256),
-                method: self.method,
-            },
-            wait: self.wait,
-            verbose: self.verbose,
-        }
+        flags::launch(
+            self.plan.clone(),
+            self.threads,
+            self.method,
+            self.wait,
+            self.verbose,
+        )
     }
 }
 
 /// The program to start, after `--`.
 #[derive(Debug, Args)]
 pub struct TrailingCommand {
-    /// The command and its arguments
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(
+        last = true,
+        required = true,
+        value_name = flags::COMMAND_VALUE_NAME,
+        help = flags::COMMAND_HELP
+    )]
     pub command: Vec<OsString>,
 }
 
 /// The prefetch methods by their names, listed in --help.
 fn method_parser() -> impl clap::builder::TypedValueParser<Value = Method> {
     use clap::builder::{PossibleValuesParser, TypedValueParser};
-    PossibleValuesParser::new(Method::ALL.map(Method::as_str))
+    PossibleValuesParser::new(flags::METHOD.choices)
         .map(|name| Method::parse(&name).expect("a possible value names a method"))
 }

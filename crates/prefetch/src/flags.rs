@@ -1,0 +1,236 @@
+//! The flags that start a program with a plan, defined once as data:
+//! `coldstart run` takes its clap names, value names, help and default from
+//! here, and the small coldstart-run wrapper parses and documents itself over
+//! the same table without linking clap, which would more than double its size.
+
+use crate::launch::Launch;
+use crate::replay::{self, Method, ReplayOptions};
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+/// One flag of the launcher.
+pub struct Flag {
+    /// `--long`, without the dashes.
+    pub long: &'static str,
+    pub short: Option<char>,
+    /// What the value is called in help; a flag without one is a switch.
+    pub value_name: Option<&'static str>,
+    pub help: &'static str,
+    pub default: Option<&'static str>,
+    /// The only values accepted, when there is such a list.
+    pub choices: &'static [&'static str],
+    /// Records the flag as coldstart-run takes it (given "" for a switch);
+    /// the error says what is wrong with the value.
+    pub set: fn(&mut LaunchFlags, &OsStr) -> Result<(), String>,
+}
+
+/// The method when none is given.
+pub const DEFAULT_METHOD: Method = Method::Readahead;
+
+/// coldstart-run refuses thread counts beyond these, which `coldstart run`
+/// clamps: a typo in an installed launcher would otherwise go unnoticed.
+pub const THREAD_COUNTS: std::ops::RangeInclusive<usize> = 1..=256;
+
+pub const PLAN: Flag = Flag {
+    long: "plan",
+    short: None,
+    value_name: Some("APP.plan"),
+    help: "The plan to prefetch",
+    default: None,
+    choices: &[],
+    set: |flags, value| {
+        flags.plan = Some(PathBuf::from(value));
+        Ok(())
+    },
+};
+
+pub const THREADS: Flag = Flag {
+    long: "threads",
+    short: None,
+    value_name: Some("N"),
+    help: "Prefetch threads [default: the CPUs, from 2 to 8]",
+    default: None,
+    choices: &[],
+    set: |flags, value| {
+        let threads = value.to_str().and_then(|text| text.parse().ok());
+        flags.threads = Some(
+            threads
+                .filter(|n| THREAD_COUNTS.contains(n))
+                .ok_or(format!(
+                    "not a number from {} to {}",
+                    THREAD_COUNTS.start(),
+                    THREAD_COUNTS.end()
+                ))?,
+        );
+        Ok(())
+    },
+};
+
+pub const METHOD: Flag = Flag {
+    long: "method",
+    short: None,
+    value_name: Some("METHOD"),
+    help: "How pages are brought in",
+    default: Some(DEFAULT_METHOD.as_str()),
+    choices: &METHOD_NAMES,
+    set: |flags, value| {
+        let method = value.to_str().and_then(Method::parse);
+        flags.method = Some(method.ok_or(format!(
+            "unknown method, one of {}",
+            METHOD_NAMES.join(", ")
+        ))?);
+        Ok(())
+    },
+};
+
+pub const WAIT: Flag = Flag {
+    long: "wait",
+    short: None,
+    value_name: None,
+    help: "Finish the prefetch before starting the program",
+    default: None,
+    choices: &[],
+    set: |flags, _| {
+        flags.wait = true;
+        Ok(())
+    },
+};
+
+pub const VERBOSE: Flag = Flag {
+    long: "verbose",
+    short: Some('v'),
+    value_name: None,
+    help: "Report every skipped file and a summary of the prefetch on stderr",
+    default: None,
+    choices: &[],
+    set: |flags, _| {
+        flags.verbose = true;
+        Ok(())
+    },
+};
+
+/// Every flag, in the order help lists them.
+pub const ALL: [&Flag; 5] = [&PLAN, &THREADS, &METHOD, &WAIT, &VERBOSE];
+
+/// The program to start, after `--`: its name in help, and its help line.
+pub const COMMAND_VALUE_NAME: &str = "CMD";
+pub const COMMAND_HELP: &str = "The command and its arguments";
+
+const METHOD_NAMES: [&str; Method::ALL.len()] = {
+    let mut names = [""; Method::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = Method::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
+
+/// The flags as coldstart-run parsed them, before defaults.
+#[derive(Debug, Default)]
+pub struct LaunchFlags {
+    pub plan: Option<PathBuf>,
+    pub threads: Option<usize>,
+    pub method: Option<Method>,
+    pub wait: bool,
+    pub verbose: bool,
+}
+
+impl LaunchFlags {
+    /// The launch these flags ask for, or the message for a missing --plan.
+    pub fn launch(self) -> Result<Launch, String> {
+        let plan = self.plan.ok_or(format!(
+            "--{} {} is required",
+            PLAN.long,
+            PLAN.value_name.unwrap_or_default()
+        ))?;
+        Ok(launch(
+            plan,
+            self.threads,
+            self.method.unwrap_or(DEFAULT_METHOD),
+            self.wait,
+            self.verbose,
+        ))
+    }
+}
+
+/// The launch that both binaries start: threads default to the CPUs
+/// (`replay::default_threads`), and beyond 1 to 256 are clamped.
+pub fn launch(
+    plan: PathBuf,
+    threads: Option<usize>,
+    method: Method,
+    wait: bool,
+    verbose: bool,
+) -> Launch {
+    Launch {
+        plan,
+        replay: ReplayOptions {
+            threads: threads
+                .unwrap_or_else(replay::default_threads)
+                .clamp(*THREAD_COUNTS.start(), *THREAD_COUNTS.end()),
+            method,
+        },
+        wait,
+        verbose,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(flag: &Flag, value: &str) -> Result<LaunchFlags, String> {
+        let mut flags = LaunchFlags::default();
+        (flag.set)(&mut flags, OsStr::new(value)).map(|()| flags)
+    }
+
+    #[test]
+    fn each_flag_sets_its_own_value() {
+        let flags = parsed(&PLAN, "/p/app.plan").unwrap();
+        assert_eq!(flags.plan, Some(PathBuf::from("/p/app.plan")));
+        assert_eq!(parsed(&THREADS, "256").unwrap().threads, Some(256));
+        assert_eq!(
+            parsed(&METHOD, "whole-file").unwrap().method,
+            Some(Method::WholeFile)
+        );
+        assert!(parsed(&WAIT, "").unwrap().wait);
+        assert!(parsed(&VERBOSE, "").unwrap().verbose);
+    }
+
+    #[test]
+    fn bad_values_say_what_is_accepted() {
+        for threads in ["0", "257", "-1", "two", ""] {
+            assert_eq!(
+                parsed(&THREADS, threads).unwrap_err(),
+                "not a number from 1 to 256"
+            );
+        }
+        assert_eq!(
+            parsed(&METHOD, "magic").unwrap_err(),
+            "unknown method, one of readahead, fadvise, pread, populate, whole-file, touch-whole"
+        );
+    }
+
+    #[test]
+    fn the_launch_fills_in_the_defaults_and_needs_a_plan() {
+        assert_eq!(
+            LaunchFlags::default().launch().unwrap_err(),
+            "--plan APP.plan is required"
+        );
+        let defaults = LaunchFlags {
+            plan: Some("a.plan".into()),
+            ..LaunchFlags::default()
+        }
+        .launch()
+        .unwrap();
+        assert_eq!(defaults.plan, PathBuf::from("a.plan"));
+        assert_eq!(defaults.replay.method, Method::Readahead);
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        assert_eq!(defaults.replay.threads, cpus.clamp(2, 8));
+        assert!(!defaults.wait && !defaults.verbose);
+        // `coldstart run` clamps what coldstart-run refuses.
+        let clamped = launch("a.plan".into(), Some(1000), Method::Pread, true, false);
+        assert_eq!(clamped.replay.threads, 256);
+    }
+}
