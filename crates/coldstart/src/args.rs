@@ -279,7 +279,7 @@ pub struct TraceArgs {
     pub readiness: Readiness,
 
     /// Trace buffer per CPU, in MiB
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    #[arg(long, default_value_t = coldstart_record::trace::DEFAULT_BUFFER_KB_PER_CPU / 1024, value_name = "MIB")]
     pub buffer_mb: u64,
 
     /// Also trace every user page fault to find touched pages that fault-around had
@@ -599,7 +599,7 @@ pub struct PlanArgs {
     /// A page is planned when at least this fraction of the runs needed it. Low by
     /// default: a page the plan misses costs the program a synchronous read and the
     /// kernel's readahead window around it, a page too many costs one page of reading
-    #[arg(long, default_value_t = 0.25, value_name = "F")]
+    #[arg(long, default_value_t = coldstart_plan::compile::DEFAULT_MIN_FRACTION, value_name = "F")]
     pub min_fraction: f64,
 
     /// Merge extents of a file whose gap is at most this [default: 16, or measured
@@ -618,7 +618,7 @@ pub struct PlanArgs {
     pub threads: Option<usize>,
 
     /// Split extents longer than this
-    #[arg(long, default_value_t = 4096, value_name = "KB")]
+    #[arg(long, default_value_t = coldstart_plan::compile::DEFAULT_MAX_EXTENT_BYTES / 1024, value_name = "KB")]
     pub max_extent_kb: u64,
 
     /// Cap the plan's total size; the extents needed last are dropped
@@ -865,4 +865,21 @@ pub enum CompilerArg {
 
 pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Help text that names a library default in words must say the
+    /// library's value.
+    #[test]
+    fn plan_help_names_the_library_merge_gap() {
+        let mut command = super::command();
+        let plan = command.find_subcommand_mut("plan").expect("plan");
+        let help = plan.render_long_help().to_string();
+        let default = coldstart_plan::compile::DEFAULT_MERGE_GAP_BYTES / 1024;
+        assert!(
+            help.contains(&format!("[default: {default}, or measured")),
+            "{help}"
+        );
+    }
 }

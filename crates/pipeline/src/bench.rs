@@ -11,7 +11,6 @@ use coldstart_sample::BuiltApp;
 use coldstart_system::launch::LaunchSpec;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 /// Timed runs of each variant.
 pub const RUNS: usize = 10;
@@ -129,7 +128,7 @@ pub fn bench_starts(
         runs: RUNS,
         warmup: 1,
         evict,
-        grace: Duration::from_millis(500),
+        grace: coldstart_system::launch::DEFAULT_GRACE,
     };
     let result = coldstart_bench::bench(
         &options,
@@ -180,7 +179,7 @@ pub fn bench_at(
         runs: RUNS,
         warmup: 1,
         evict: Vec::new(),
-        grace: Duration::from_millis(500),
+        grace: coldstart_system::launch::DEFAULT_GRACE,
     };
     let bench = StartBench {
         result: coldstart_bench::bench(

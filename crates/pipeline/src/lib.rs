@@ -13,7 +13,6 @@ pub mod demo;
 pub mod order;
 pub mod plan;
 
-use coldstart_profile::CacheMode;
 use coldstart_record::trace::TraceOptions;
 use coldstart_system::launch::{Forward, Identity, LaunchSpec};
 use std::path::Path;
@@ -40,13 +39,8 @@ pub fn sample_launch(executable: &Path) -> anyhow::Result<LaunchSpec> {
 /// without user-space faults (the report's chart sets `user_faults`).
 pub fn cold_trace(launch: LaunchSpec, read_ahead_kb: Option<u64>) -> TraceOptions {
     TraceOptions {
-        launch,
-        cache: CacheMode::Cold,
-        evict: Vec::new(),
-        buffer_kb_per_cpu: 64 * 1024,
-        grace: Duration::from_millis(500),
-        user_faults: false,
         read_ahead_kb,
+        ..TraceOptions::cold(launch)
     }
 }
 

@@ -6,6 +6,7 @@
 
 use crate::{Step, cold_trace, sample_launch};
 use anyhow::Context;
+use coldstart_analyze::loaded::LoadedRun;
 use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::relayout::{CalledFunction, Relayout};
 use coldstart_analyze::{SimulateOptions, simulate};
@@ -381,47 +382,21 @@ fn startup_io(
     read_ahead_kb: u64,
 ) -> anyhow::Result<StartupIo> {
     let binaries = [&app.executable, &app.library];
-    let report_of = |run, pages| {
-        coldstart_analyze::analyze(
-            profile,
-            &coldstart_analyze::Options {
-                run: Some(run),
-                pages,
-                ..Default::default()
-            },
-        )
-        .map(|(report, _)| report)
-    };
+    let text_pages_touched = text_pages_touched(profile, demand_run, &binaries)?;
+    let (report, _) = coldstart_analyze::analyze(
+        profile,
+        &coldstart_analyze::Options {
+            run: Some(default_run),
+            ..Default::default()
+        },
+    )?;
+    let (mut read_requests, mut bytes_read) = (0, 0);
     let ours = |file: &&coldstart_analyze::FileReport| {
         binaries
             .iter()
             .any(|b| b.to_str() == Some(file.path.as_str()))
     };
-    // With readahead off the pages read are the pages touched.
-    let page_size = profile.run(Some(demand_run))?.start.page_size.max(1);
-    let mut text_pages_touched = 0;
-    for file in report_of(demand_run, true)?.files.iter().filter(ours) {
-        let Some(lists) = &file.pages else { continue };
-        let read = PageSet::from_ranges(lists.read.iter().map(|&[a, b]| (a, b - a + 1)).collect());
-        let text = PageSet::from_ranges(
-            OffsetIndex::from_path(Path::new(&file.path))?
-                .sections()
-                .iter()
-                .filter(|s| s.executable)
-                .map(|s| {
-                    let first = s.offset / page_size;
-                    (first, s.end().div_ceil(page_size) - first)
-                })
-                .collect(),
-        );
-        text_pages_touched += text
-            .extents()
-            .iter()
-            .map(|&(a, b)| read.pages_overlapping(a * page_size, b * page_size, page_size))
-            .sum::<u64>();
-    }
-    let (mut read_requests, mut bytes_read) = (0, 0);
-    for file in report_of(default_run, false)?.files.iter().filter(ours) {
+    for file in report.files.iter().filter(ours) {
         read_requests += file.read_requests;
         bytes_read += file.bytes_read;
     }
@@ -433,4 +408,39 @@ fn startup_io(
         cold_ms: None,
         predicted_bytes_read: None,
     })
+}
+
+/// Pages of the binaries' executable sections that `run` touched, by the
+/// loaded run's one definition of touched (with readahead off, as the demo
+/// traces it, every page read was demanded).
+fn text_pages_touched(profile: &Profile, run: RunId, binaries: &[&PathBuf]) -> anyhow::Result<u64> {
+    let loaded = LoadedRun::load(profile, Some(run))?;
+    let page_size = loaded.page_size();
+    let mut pages = 0;
+    for binary in binaries {
+        let Some(path) = binary.to_str() else {
+            continue;
+        };
+        let mut touched = PageSet::default();
+        for id in loaded.file_ids_at(path) {
+            touched = touched.union(&loaded.touched_pages(id));
+        }
+        let text = PageSet::from_ranges(
+            OffsetIndex::from_path(binary)?
+                .sections()
+                .iter()
+                .filter(|s| s.executable)
+                .map(|s| {
+                    let first = s.offset / page_size;
+                    (first, s.end().div_ceil(page_size) - first)
+                })
+                .collect(),
+        );
+        pages += text
+            .extents()
+            .iter()
+            .map(|&(a, b)| touched.pages_overlapping(a * page_size, b * page_size, page_size))
+            .sum::<u64>();
+    }
+    Ok(pages)
 }

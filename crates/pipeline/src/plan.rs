@@ -16,12 +16,13 @@ pub fn compile_plan(
     step: Step<'_>,
 ) -> anyhow::Result<Plan> {
     let opened = Profile::open(profile)?;
+    let page_size = opened.run(Some(run))?.start.page_size;
     let compiled = compile(
         &opened,
         &profile.display().to_string(),
         &CompileOptions {
             runs: Some(vec![run]),
-            ..CompileOptions::default()
+            ..CompileOptions::for_page_size(page_size)
         },
     )
     .context("compiling the sample app's prefetch plan")?;

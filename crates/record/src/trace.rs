@@ -62,6 +62,27 @@ pub struct TraceOptions {
     pub read_ahead_kb: Option<u64>,
 }
 
+/// The trace buffer per CPU unless the user chooses: a cold start of
+/// Firefox fits with room to spare.
+pub const DEFAULT_BUFFER_KB_PER_CPU: u64 = 64 * 1024;
+
+impl TraceOptions {
+    /// A trace of `launch` from a cold page cache with the defaults: the
+    /// default buffer and grace, no user-fault tracing, the devices'
+    /// own readahead.
+    pub fn cold(launch: LaunchSpec) -> TraceOptions {
+        TraceOptions {
+            launch,
+            cache: CacheMode::Cold,
+            evict: Vec::new(),
+            buffer_kb_per_cpu: DEFAULT_BUFFER_KB_PER_CPU,
+            grace: coldstart_system::launch::DEFAULT_GRACE,
+            user_faults: false,
+            read_ahead_kb: None,
+        }
+    }
+}
+
 /// What the terminal shows while the program runs.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {

@@ -129,6 +129,11 @@ pub enum Forward {
     Discard,
 }
 
+/// How long a terminated tree gets between SIGTERM and SIGKILL, unless a
+/// caller has a reason to wait otherwise: long enough for a program to
+/// flush what it writes on exit, short against a start.
+pub const DEFAULT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// How to run and when startup counts as done.
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {

@@ -14,7 +14,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if args.runs == 0 {
@@ -105,7 +104,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         runs: args.runs,
         warmup: args.warmup,
         evict,
-        grace: Duration::from_millis(500),
+        grace: coldstart_system::launch::DEFAULT_GRACE,
     };
 
     let environment = Environment::detect(Path::new(&args.program.command[0]));
@@ -202,18 +201,10 @@ fn selective_files(
         ));
         let db = dir.join(format!("first-{index}.db"));
         let mut profile = Profile::create_or_open(&db)?;
-        let options = TraceOptions {
-            launch: LaunchSpec {
-                forward: Forward::Discard,
-                ..spec.clone()
-            },
-            cache: CacheMode::Cold,
-            evict: Vec::new(),
-            buffer_kb_per_cpu: 64 * 1024,
-            grace: Duration::from_millis(500),
-            user_faults: false,
-            read_ahead_kb: None,
-        };
+        let options = TraceOptions::cold(LaunchSpec {
+            forward: Forward::Discard,
+            ..spec.clone()
+        });
         trace::trace(&mut profile, &options, interrupted, |_| {}, |_| {})
             .context("the first traced run failed")?;
         for file in analyze::files_used(&profile, None)? {

@@ -13,16 +13,6 @@ use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// Without --calibrate or --merge-gap-kb. Measured on this project's machine
-/// kind (virtio disk, 2 CPUs) with --calibrate on libxul.so, three times
-/// each: with 2 reads in flight (`run`'s default threads there) a cold 4 KiB
-/// read cost 21 µs of the device's time and sequential reads ran at 0.8-2.2
-/// GB/s, so one more request costs as much as reading 16-44 KiB more; with 8
-/// in flight, 15-19 µs and 8-28 KiB. The low end is taken: every merged gap
-/// is read for nothing, and the time measured on Firefox ESR did not tell
-/// 0, 16 and 64 KiB apart.
-const DEFAULT_MERGE_GAP_KB: u64 = 16;
-
 #[derive(Serialize)]
 struct PlanSummary<'a> {
     output: String,
@@ -48,7 +38,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let mut options = CompileOptions {
         runs: (!args.runs.is_empty()).then(|| args.runs.clone()),
         min_fraction: args.min_fraction,
-        merge_gap_pages: args.merge_gap_kb.unwrap_or(DEFAULT_MERGE_GAP_KB) * 1024 / page_size,
+        merge_gap_pages: args
+            .merge_gap_kb
+            .map_or(compile::DEFAULT_MERGE_GAP_BYTES, |kb| kb * 1024)
+            / page_size,
         max_extent_pages: args.max_extent_kb * 1024 / page_size,
         max_bytes: args.max_mb.map(|mb| mb << 20),
     };

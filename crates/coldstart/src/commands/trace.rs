@@ -12,7 +12,6 @@ use coldstart_report::trace::Summary;
 use coldstart_system::launch::{Forward, Identity, LaunchSpec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     let timeout = args.readiness.timeout()?;
@@ -66,7 +65,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         cache,
         evict,
         buffer_kb_per_cpu: args.buffer_mb * 1024,
-        grace: Duration::from_millis(500),
+        grace: coldstart_system::launch::DEFAULT_GRACE,
         user_faults: args.user_faults,
         read_ahead_kb: args.read_ahead_kb,
     };
