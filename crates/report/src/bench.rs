@@ -2,8 +2,9 @@
 //! time statistics, the ratio to the first variant, and the counts that back
 //! the times up; then the environment and the warnings.
 
-use crate::table::{Style, Table, human_bytes, thousands};
+use crate::table::{Style, Table, thousands};
 use coldstart_bench::{BenchResult, VariantResult};
+use coldstart_binary::human_bytes;
 use std::fmt::Write as _;
 
 pub fn render(result: &BenchResult, style: Style) -> String {
