@@ -8,4 +8,7 @@ pub mod run;
 pub mod stats;
 
 pub use environment::Environment;
-pub use run::{BenchError, BenchResult, Event, Options, RunRecord, Variant, VariantResult, bench};
+pub use run::{
+    BenchError, BenchResult, Event, Executor, FileEviction, Launcher, Measurement, Options,
+    RunRecord, Variant, VariantResult, bench,
+};

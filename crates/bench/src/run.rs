@@ -8,7 +8,7 @@ use coldstart_profile::CacheMode;
 use coldstart_system::cache;
 use coldstart_system::launch::{self, EndReason, LaunchSpec};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -131,9 +131,140 @@ pub enum BenchError {
 /// are called too noisy to conclude from.
 pub const MAX_RELATIVE_HALF_WIDTH: f64 = 0.05;
 
+/// What one timed run measured, before it is judged counted or failed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    /// Why startup ended; `Interrupted` when Ctrl-C ended it.
+    pub end_reason: EndReason,
+    /// From just before the program was started until it was ready (or ended).
+    pub wall_ns: i64,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// Page faults that read from storage, by the whole process tree.
+    pub major_faults: u64,
+    pub minor_faults: u64,
+    /// Bytes the process tree caused to be read from storage.
+    pub read_bytes: u64,
+}
+
+/// What evicting one file from the page cache did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileEviction {
+    /// Evicted; this many of its pages stayed resident (mapped by running
+    /// processes).
+    Evicted { resident_after: u64 },
+    /// The file no longer exists, so nothing of it is cached.
+    Gone,
+    /// Could not evict it, for this reason.
+    Failed(String),
+}
+
+/// Everything a benchmark does to the machine: start a command and wait for
+/// it, and put the page cache in a variant's state. [`Launcher`] does it for
+/// real; tests put an executor that returns exact figures in its place, so
+/// the order of runs and the statistics can be checked exactly.
+pub trait Executor {
+    /// Runs `command` (an index into `Options::commands`) once, untimed, to
+    /// its end (or until `interrupted`).
+    fn run_untimed(&mut self, command: usize, interrupted: &AtomicBool) -> Result<(), BenchError>;
+    /// Runs `command` once and measures it.
+    fn run_timed(
+        &mut self,
+        command: usize,
+        interrupted: &AtomicBool,
+    ) -> Result<Measurement, BenchError>;
+    /// Drops the whole page cache (a cold variant).
+    fn drop_page_cache(&mut self) -> Result<(), BenchError>;
+    /// Evicts one file's pages (a selective variant).
+    fn evict(&mut self, path: &Path) -> FileEviction;
+}
+
+/// The real executor: programs started by the launcher, the page cache
+/// dropped and evicted through the kernel, faults and reads from
+/// getrusage.
+pub struct Launcher<'a> {
+    options: &'a Options,
+}
+
+impl<'a> Launcher<'a> {
+    pub fn new(options: &'a Options) -> Launcher<'a> {
+        Launcher { options }
+    }
+}
+
+impl Executor for Launcher<'_> {
+    fn run_untimed(&mut self, command: usize, interrupted: &AtomicBool) -> Result<(), BenchError> {
+        let launched = start(self.options, command)?;
+        launched.wait_for_end(interrupted, || {});
+        launched.terminate(self.options.grace);
+        Ok(())
+    }
+
+    fn run_timed(
+        &mut self,
+        command: usize,
+        interrupted: &AtomicBool,
+    ) -> Result<Measurement, BenchError> {
+        let before = children_usage();
+        let launched = start(self.options, command)?;
+        let t0 = launched.t0_ns;
+        let ending = launched.wait_for_end(interrupted, || {});
+        let exit = launched.terminate(self.options.grace);
+        let after = children_usage();
+        Ok(Measurement {
+            end_reason: ending.reason,
+            wall_ns: ending.at_ns - t0,
+            exit_code: exit.code,
+            exit_signal: exit.signal,
+            major_faults: after.major_faults.saturating_sub(before.major_faults),
+            minor_faults: after.minor_faults.saturating_sub(before.minor_faults),
+            read_bytes: after.read_bytes.saturating_sub(before.read_bytes),
+        })
+    }
+
+    fn drop_page_cache(&mut self) -> Result<(), BenchError> {
+        Ok(cache::drop_all()?)
+    }
+
+    fn evict(&mut self, path: &Path) -> FileEviction {
+        match cache::evict(path) {
+            Ok(e) => FileEviction::Evicted {
+                resident_after: e.resident_after,
+            },
+            Err(e)
+                if e.io_error()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) =>
+            {
+                FileEviction::Gone
+            }
+            Err(e) => FileEviction::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Times every variant with real programs: [`run`] with the [`Launcher`].
 pub fn bench(
     options: &Options,
     environment: Environment,
+    interrupted: &AtomicBool,
+    on_event: impl FnMut(Event),
+) -> Result<BenchResult, BenchError> {
+    run(
+        options,
+        environment,
+        &mut Launcher::new(options),
+        interrupted,
+        on_event,
+    )
+}
+
+/// Times every variant through `executor`: untimed warm-up runs of each
+/// command, then `runs` rounds of A B C ..., each variant's run from its
+/// cache state; then the statistics and warnings.
+pub fn run(
+    options: &Options,
+    environment: Environment,
+    executor: &mut impl Executor,
     interrupted: &AtomicBool,
     mut on_event: impl FnMut(Event),
 ) -> Result<BenchResult, BenchError> {
@@ -158,7 +289,7 @@ pub fn bench(
                     break 'all;
                 }
                 on_event(Event::Warmup { command, index });
-                untimed(options, command, interrupted)?;
+                executor.run_untimed(command, interrupted)?;
                 *last = Some(evictions);
             }
         }
@@ -172,31 +303,30 @@ pub fn bench(
                     CacheMode::Warm => {
                         if last_run_after[variant.command] != Some(evictions) {
                             on_event(Event::Rewarm { variant: index });
-                            untimed(options, variant.command, interrupted)?;
+                            executor.run_untimed(variant.command, interrupted)?;
                             rewarm_runs += 1;
                         }
                     }
                     CacheMode::Cold => {
-                        cache::drop_all()?;
+                        executor.drop_page_cache()?;
                         evictions += 1;
                     }
                     CacheMode::Selective => {
                         let mut still = 0;
                         for path in &options.evict {
-                            match cache::evict(path) {
-                                Ok(e) => still += e.resident_after,
-                                // A file that no longer exists (a temporary file
-                                // of the traced run) has nothing cached. Other
-                                // errors are reported once per file.
-                                Err(e) => {
-                                    if !missing_files.iter().any(|(p, _)| p == path) {
-                                        let gone = e.io_error().is_some_and(|io| {
-                                            io.kind() == std::io::ErrorKind::NotFound
-                                        });
-                                        missing_files
-                                            .push((path.clone(), (!gone).then(|| e.to_string())));
-                                    }
+                            // A file that no longer exists (a temporary file
+                            // of the traced run) has nothing cached. Other
+                            // errors are reported once per file.
+                            let missing = match executor.evict(path) {
+                                FileEviction::Evicted { resident_after } => {
+                                    still += resident_after;
+                                    continue;
                                 }
+                                FileEviction::Gone => None,
+                                FileEviction::Failed(error) => Some(error),
+                            };
+                            if !missing_files.iter().any(|(p, _)| p == path) {
+                                missing_files.push((path.clone(), missing));
                             }
                         }
                         still_resident = Some(still);
@@ -206,7 +336,8 @@ pub fn bench(
                 if interrupted.load(Ordering::Acquire) {
                     break 'all;
                 }
-                let Some(mut record) = timed(options, variant.command, interrupted)? else {
+                let measured = executor.run_timed(variant.command, interrupted)?;
+                let Some(mut record) = judge(options, variant.command, &measured) else {
                     break 'all;
                 };
                 last_run_after[variant.command] = Some(evictions);
@@ -255,35 +386,20 @@ fn start(options: &Options, command: usize) -> Result<launch::Launched, BenchErr
     })
 }
 
-fn untimed(options: &Options, command: usize, interrupted: &AtomicBool) -> Result<(), BenchError> {
-    let launched = start(options, command)?;
-    launched.wait_for_end(interrupted, || {});
-    launched.terminate(options.grace);
-    Ok(())
-}
-
-/// One timed run; None when Ctrl-C ended it (it is not recorded).
-fn timed(
-    options: &Options,
-    command: usize,
-    interrupted: &AtomicBool,
-) -> Result<Option<RunRecord>, BenchError> {
-    let before = children_usage();
-    let launched = start(options, command)?;
-    let t0 = launched.t0_ns;
-    let ending = launched.wait_for_end(interrupted, || {});
-    let exit = launched.terminate(options.grace);
-    let after = children_usage();
-    if ending.reason == EndReason::Interrupted {
-        return Ok(None);
-    }
-    let failure = match ending.reason {
+/// A timed run as recorded: counted, or failed with the reason; None when
+/// Ctrl-C ended it (it is not recorded).
+fn judge(options: &Options, command: usize, measured: &Measurement) -> Option<RunRecord> {
+    let failure = match measured.end_reason {
+        EndReason::Interrupted => return None,
         EndReason::ReadyRegex | EndReason::ReadyFile => None,
-        EndReason::Exited if exit.code == Some(0) => None,
-        EndReason::Exited => Some(format!("exited with status {}", exit.code.unwrap_or(-1))),
+        EndReason::Exited if measured.exit_code == Some(0) => None,
+        EndReason::Exited => Some(format!(
+            "exited with status {}",
+            measured.exit_code.unwrap_or(-1)
+        )),
         EndReason::Signaled => Some(format!(
             "killed by signal {} before it was ready",
-            exit.signal.unwrap_or(0)
+            measured.exit_signal.unwrap_or(0)
         )),
         EndReason::Timeout => Some(format!(
             "not ready after {} s: killed",
@@ -291,22 +407,21 @@ fn timed(
                 .timeout
                 .map_or(0.0, |t| t.as_secs_f64())
         )),
-        EndReason::Interrupted => Some("interrupted".to_string()),
     };
-    Ok(Some(RunRecord {
+    Some(RunRecord {
         variant: 0,
         round: 0,
         ok: failure.is_none(),
         failure,
-        end_reason: ending.reason.as_str(),
-        wall_ms: (ending.at_ns - t0) as f64 / 1e6,
-        exit_code: exit.code,
-        exit_signal: exit.signal,
-        major_faults: after.major_faults.saturating_sub(before.major_faults),
-        minor_faults: after.minor_faults.saturating_sub(before.minor_faults),
-        read_bytes: after.read_bytes.saturating_sub(before.read_bytes),
+        end_reason: measured.end_reason.as_str(),
+        wall_ms: measured.wall_ns as f64 / 1e6,
+        exit_code: measured.exit_code,
+        exit_signal: measured.exit_signal,
+        major_faults: measured.major_faults,
+        minor_faults: measured.minor_faults,
+        read_bytes: measured.read_bytes,
         still_resident_pages: None,
-    }))
+    })
 }
 
 /// What the reaped descendants of coldstart have used so far.
@@ -470,3 +585,7 @@ fn dedup<'a>(items: &[&'a str]) -> Vec<&'a str> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

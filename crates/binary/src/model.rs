@@ -388,7 +388,7 @@ pub fn unclaimed_regions(size: u64, claimed: &mut [(u64, u64)]) -> Vec<Region> {
 
 /// Bytes in the largest binary unit that keeps the number readable.
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
     if bytes < 1024 {
         return format!("{bytes} B");
     }
@@ -404,6 +404,19 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_bytes_picks_the_unit() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(178_468_864), "170.2 MiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+        assert_eq!(human_bytes(5 << 40), "5.0 TiB");
+        assert_eq!(human_bytes(3 << 50), "3.0 PiB");
+        // 2^64 - 1 bytes is just under 2^14 PiB.
+        assert_eq!(human_bytes(u64::MAX), "16384.0 PiB");
+    }
 
     #[test]
     fn pages_spanned_counts_partial_pages() {

@@ -35,12 +35,7 @@ fn is_root() -> bool {
     // SAFETY: never fails.
     let root = unsafe { libc::geteuid() } == 0;
     if !root {
-        let reason = "SKIPPED: needs root to drop the page cache";
-        assert!(
-            std::env::var_os("COLDSTART_REQUIRE_ROOT").is_none(),
-            "{reason}, and COLDSTART_REQUIRE_ROOT is set"
-        );
-        eprintln!("{reason}");
+        coldstart_testkit::skip("needs root to drop the page cache");
     }
     root
 }

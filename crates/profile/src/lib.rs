@@ -7,9 +7,11 @@
 //! its own transaction, so a crash keeps everything already written and
 //! leaves the run marked incomplete.
 
+mod check;
 mod model;
 mod schema;
 
+pub use check::{MAX_PAGE_END, MAX_PAGE_SIZE, MAX_PID, MIN_PAGE_SIZE};
 pub use model::*;
 pub use schema::SCHEMA_VERSION;
 
@@ -56,6 +58,15 @@ pub enum Error {
     },
     #[error("{path}: {detail}")]
     Invalid { path: PathBuf, detail: String },
+    /// A row whose values no run could have produced (see `check`).
+    #[error("{path}: run {run}: {table} row {row}: {detail}")]
+    BadRow {
+        path: PathBuf,
+        run: RunId,
+        table: &'static str,
+        row: String,
+        detail: String,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -613,117 +624,190 @@ impl Profile {
     }
 
     fn decode_run(&self, row: RunRow) -> Result<Run> {
-        let invalid = |detail: String| Error::Invalid {
-            path: self.path.clone(),
-            detail: format!("run {}: {detail}", row.id),
-        };
+        let run = row.id;
+        let bad = |detail: String| self.bad_row(run, "runs", format!("id {run}"), detail);
         let argv: Vec<String> = serde_json::from_str(&row.argv)
-            .map_err(|e| invalid(format!("argv is not a JSON list of strings: {e}")))?;
+            .map_err(|e| bad(format!("argv is not a JSON list of strings: {e}")))?;
         let cache_mode = CacheMode::parse(&row.cache_mode)
-            .ok_or_else(|| invalid(format!("unknown cache mode {:?}", row.cache_mode)))?;
+            .ok_or_else(|| bad(format!("unknown cache mode {:?}", row.cache_mode)))?;
         let end_reason = match &row.end_reason {
             Some(text) => Some(
                 EndReason::parse(text)
-                    .ok_or_else(|| invalid(format!("unknown end reason {text:?}")))?,
+                    .ok_or_else(|| bad(format!("unknown end reason {text:?}")))?,
             ),
             None => None,
         };
-        Ok(Run {
-            id: row.id,
-            start: RunStart {
-                argv,
-                cwd: row.cwd,
-                cache_mode,
-                started_at_unix_ns: row.started_at_unix_ns,
-                kernel: row.kernel,
-                page_size: row.page_size,
-                read_ahead_kb: row.read_ahead_kb,
-                fault_around_bytes: row.fault_around_bytes,
-                uid: row.uid,
-                gid: row.gid,
-                tool_version: row.tool_version,
-            },
-            ended_ns: row.ended_ns,
-            end_reason,
-            exit_code: row.exit_code,
-            exit_signal: row.exit_signal,
-            root_pid: row.root_pid,
-            lost_events: row.lost_events,
-            complete: row.complete,
-        })
+        let checked = || -> std::result::Result<Run, String> {
+            Ok(Run {
+                id: row.id,
+                start: RunStart {
+                    argv,
+                    cwd: row.cwd.clone(),
+                    cache_mode,
+                    started_at_unix_ns: row.started_at_unix_ns,
+                    kernel: row.kernel.clone(),
+                    page_size: check::page_size(row.page_size)?,
+                    read_ahead_kb: check::non_negative_opt("read_ahead_kb", row.read_ahead_kb)?,
+                    fault_around_bytes: check::non_negative_opt(
+                        "fault_around_bytes",
+                        row.fault_around_bytes,
+                    )?,
+                    uid: check::u32_value("uid", row.uid)?,
+                    gid: check::u32_value("gid", row.gid)?,
+                    tool_version: row.tool_version.clone(),
+                },
+                ended_ns: row.ended_ns,
+                end_reason,
+                exit_code: check::i32_opt("exit_code", row.exit_code)?,
+                exit_signal: check::i32_opt("exit_signal", row.exit_signal)?,
+                root_pid: check::pid_opt("root_pid", row.root_pid)?,
+                lost_events: check::non_negative("lost_events", row.lost_events)?,
+                complete: check::flag("complete", row.complete)?,
+            })
+        };
+        checked().map_err(bad)
+    }
+
+    /// The error for a row that fails its checks: names the profile, the
+    /// run, the table and the row, so the user can find and fix it.
+    fn bad_row(&self, run: RunId, table: &'static str, row: String, detail: String) -> Error {
+        Error::BadRow {
+            path: self.path.clone(),
+            run,
+            table,
+            row,
+            detail,
+        }
+    }
+
+    /// Ids of the files of a run, which every event must name.
+    fn file_ids(&self, run: RunId) -> Result<HashSet<FileId>> {
+        files_of_run(&self.conn, run).map_err(|source| self.classify(source))
     }
 
     pub fn processes(&self, run: RunId) -> Result<Vec<Process>> {
-        self.query(
+        let raw = self.query(
             "SELECT pid, ppid, tgid, comm, exe, t_start_ns, t_end_ns, in_tree
              FROM processes WHERE run_id = ?1 ORDER BY t_start_ns IS NULL, t_start_ns, pid",
             run,
             |row| {
-                Ok(Process {
-                    pid: row.get(0)?,
-                    ppid: row.get(1)?,
-                    tgid: row.get(2)?,
-                    comm: row.get(3)?,
-                    exe: row.get(4)?,
-                    t_start_ns: row.get(5)?,
-                    t_end_ns: row.get(6)?,
-                    in_tree: row.get(7)?,
-                })
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, Option<i64>>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, Option<String>>(4)?,
+                    row.get::<_, Option<i64>>(5)?,
+                    row.get::<_, Option<i64>>(6)?,
+                    row.get::<_, i64>(7)?,
+                ))
             },
-        )
+        )?;
+        raw.into_iter()
+            .map(
+                |(pid, ppid, tgid, comm, exe, t_start_ns, t_end_ns, in_tree)| {
+                    let checked = || -> std::result::Result<Process, String> {
+                        Ok(Process {
+                            pid: check::pid("pid", pid)?,
+                            ppid: check::pid_opt("ppid", ppid)?,
+                            tgid: check::pid_opt("tgid", tgid)?,
+                            comm,
+                            exe,
+                            t_start_ns,
+                            t_end_ns,
+                            in_tree: check::flag("in_tree", in_tree)?,
+                        })
+                    };
+                    checked().map_err(|detail| {
+                        self.bad_row(run, "processes", format!("pid {pid}"), detail)
+                    })
+                },
+            )
+            .collect()
     }
 
     pub fn files(&self, run: RunId) -> Result<Vec<File>> {
-        self.query(
+        let raw = self.query(
             "SELECT id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree
              FROM files WHERE run_id = ?1 ORDER BY id",
             run,
             |row| {
-                Ok(File {
-                    id: row.get(0)?,
-                    dev: row.get::<_, i64>(1)? as u64,
-                    ino: row.get::<_, i64>(2)? as u64,
-                    path: row.get(3)?,
-                    size: row.get::<_, Option<i64>>(4)?.map(|v| v as u64),
-                    mtime_ns: row.get(5)?,
-                    build_id: row.get(6)?,
-                    opened_by_tree: row.get(7)?,
-                })
+                Ok((
+                    row.get::<_, FileId>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
+                    row.get::<_, Option<i64>>(5)?,
+                    row.get::<_, Option<String>>(6)?,
+                    row.get::<_, i64>(7)?,
+                ))
             },
-        )
+        )?;
+        raw.into_iter()
+            .map(
+                |(id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree)| {
+                    let checked = || -> std::result::Result<File, String> {
+                        Ok(File {
+                            id,
+                            // Stored as i64 bit patterns of the u64 st_dev/st_ino.
+                            dev: dev as u64,
+                            ino: ino as u64,
+                            path,
+                            size: check::file_size(size)?,
+                            mtime_ns,
+                            build_id,
+                            opened_by_tree: check::flag("opened_by_tree", opened_by_tree)?,
+                        })
+                    };
+                    checked()
+                        .map_err(|detail| self.bad_row(run, "files", format!("id {id}"), detail))
+                },
+            )
+            .collect()
     }
 
     /// A run's page events in time order.
     pub fn page_events(&self, run: RunId) -> Result<Vec<PageEvent>> {
-        let path = self.path.clone();
+        let run_files = self.file_ids(run)?;
         let raw = self.query(
-            "SELECT t_ns, pid, file_id, page, npages, kind FROM page_events
+            "SELECT seq, t_ns, pid, file_id, page, npages, kind FROM page_events
              WHERE run_id = ?1 ORDER BY seq",
             run,
             |row| {
                 Ok((
                     row.get::<_, i64>(0)?,
-                    row.get::<_, i32>(1)?,
+                    row.get::<_, i64>(1)?,
                     row.get::<_, i64>(2)?,
                     row.get::<_, i64>(3)?,
                     row.get::<_, i64>(4)?,
                     row.get::<_, i64>(5)?,
+                    row.get::<_, i64>(6)?,
                 ))
             },
         )?;
         raw.into_iter()
-            .map(|(t_ns, pid, file_id, page, npages, kind)| {
-                let kind = PageEventKind::from_code(kind).ok_or_else(|| Error::Invalid {
-                    path: path.clone(),
-                    detail: format!("run {run}: unknown page event kind {kind}"),
-                })?;
-                Ok(PageEvent {
-                    t_ns,
-                    pid,
-                    file_id,
-                    page: page as u64,
-                    npages: npages as u64,
-                    kind,
+            .map(|(seq, t_ns, pid, file_id, page, npages, kind)| {
+                let checked = || -> std::result::Result<PageEvent, String> {
+                    let kind = PageEventKind::from_code(kind)
+                        .ok_or_else(|| format!("unknown page event kind {kind}"))?;
+                    let (page, npages) = check::page_range(page, npages)?;
+                    Ok(PageEvent {
+                        t_ns,
+                        pid: check::pid("pid", pid)?,
+                        file_id: file_of_run(file_id, &run_files)?,
+                        page,
+                        npages,
+                        kind,
+                    })
+                };
+                checked().map_err(|detail| {
+                    self.bad_row(
+                        run,
+                        "page_events",
+                        format!("seq {seq} (page {page}, npages {npages})"),
+                        detail,
+                    )
                 })
             })
             .collect::<Result<Vec<_>>>()
@@ -736,38 +820,66 @@ impl Profile {
     }
 
     pub fn readahead(&self, run: RunId) -> Result<Vec<Readahead>> {
-        let path = self.path.clone();
+        let run_files = self.file_ids(run)?;
         let raw = self.query(
-            "SELECT t_ns, pid, file_id, kind, page, size, async_size, ra_pages, mmap_miss, prev_pos, req_count
+            "SELECT rowid, t_ns, pid, file_id, kind, page, size, async_size, ra_pages, mmap_miss,
+                prev_pos, req_count
              FROM readahead WHERE run_id = ?1 ORDER BY t_ns, rowid",
             run,
             |row| {
                 Ok((
-                    row.get::<_, String>(3)?,
-                    Readahead {
-                        t_ns: row.get(0)?,
-                        pid: row.get(1)?,
-                        file_id: row.get(2)?,
-                        kind: ReadaheadKind::Sync,
-                        page: row.get::<_, i64>(4)? as u64,
-                        size: row.get::<_, i64>(5)? as u64,
-                        async_size: row.get::<_, i64>(6)? as u64,
-                        ra_pages: row.get::<_, i64>(7)? as u64,
-                        mmap_miss: row.get::<_, Option<i64>>(8)?.map(|v| v as u64),
-                        prev_pos: row.get(9)?,
-                        req_count: row.get::<_, Option<i64>>(10)?.map(|v| v as u64),
-                    },
+                    row.get::<_, i64>(0)?,
+                    (
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, i64>(3)?,
+                        row.get::<_, String>(4)?,
+                    ),
+                    (
+                        row.get::<_, i64>(5)?,
+                        row.get::<_, i64>(6)?,
+                        row.get::<_, i64>(7)?,
+                        row.get::<_, i64>(8)?,
+                    ),
+                    (
+                        row.get::<_, Option<i64>>(9)?,
+                        row.get::<_, Option<i64>>(10)?,
+                        row.get::<_, Option<i64>>(11)?,
+                    ),
                 ))
             },
         )?;
         raw.into_iter()
-            .map(|(kind, mut r)| {
-                r.kind = ReadaheadKind::parse(&kind).ok_or_else(|| Error::Invalid {
-                    path: path.clone(),
-                    detail: format!("run {run}: unknown readahead kind {kind:?}"),
-                })?;
-                Ok(r)
-            })
+            .map(
+                |(
+                    rowid,
+                    (t_ns, pid, file_id, kind),
+                    (page, size, async_size, ra_pages),
+                    (mmap_miss, prev_pos, req_count),
+                )| {
+                    let checked = || -> std::result::Result<Readahead, String> {
+                        let kind = ReadaheadKind::parse(&kind)
+                            .ok_or_else(|| format!("unknown readahead kind {kind:?}"))?;
+                        let (page, size) = check::window(page, size)?;
+                        Ok(Readahead {
+                            t_ns,
+                            pid: check::pid("pid", pid)?,
+                            file_id: file_of_run(file_id, &run_files)?,
+                            kind,
+                            page,
+                            size,
+                            async_size: check::non_negative("async_size", async_size)?,
+                            ra_pages: check::non_negative("ra_pages", ra_pages)?,
+                            mmap_miss: check::non_negative_opt("mmap_miss", mmap_miss)?,
+                            prev_pos,
+                            req_count: check::non_negative_opt("req_count", req_count)?,
+                        })
+                    };
+                    checked().map_err(|detail| {
+                        self.bad_row(run, "readahead", format!("rowid {rowid}"), detail)
+                    })
+                },
+            )
             .collect()
     }
 
@@ -785,40 +897,77 @@ impl Profile {
     }
 
     pub fn lost_events(&self, run: RunId) -> Result<Vec<LostEvents>> {
-        self.query(
+        let raw = self.query(
             "SELECT cpu, events FROM lost_events WHERE run_id = ?1 ORDER BY cpu",
             run,
-            |row| {
-                Ok(LostEvents {
-                    cpu: row.get(0)?,
-                    events: row.get::<_, i64>(1)? as u64,
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+        )?;
+        raw.into_iter()
+            .map(|(cpu, events)| {
+                let checked = || -> std::result::Result<LostEvents, String> {
+                    Ok(LostEvents {
+                        cpu: check::u32_value("cpu", cpu)?,
+                        events: check::non_negative("events", events)?,
+                    })
+                };
+                checked().map_err(|detail| {
+                    self.bad_row(run, "lost_events", format!("cpu {cpu}"), detail)
                 })
-            },
-        )
+            })
+            .collect()
     }
 
     /// The functions a run's processes called, by process, then in the
     /// order of their first calls.
     pub fn functions(&self, run: RunId) -> Result<Vec<FunctionEvent>> {
-        self.query(
+        let run_files = self.file_ids(run)?;
+        let raw = self.query(
             "SELECT pid, first_seq, file_id, offset, size, symbol, first_t_ns, calls
              FROM functions WHERE run_id = ?1 ORDER BY pid, first_seq",
             run,
             |row| {
-                Ok(FunctionEvent {
-                    pid: row.get(0)?,
-                    first_seq: row.get::<_, i64>(1)? as u64,
-                    file_id: row.get(2)?,
-                    offset: row.get::<_, i64>(3)? as u64,
-                    size: row.get::<_, Option<i64>>(4)?.map(|v| v as u64),
-                    symbol: row.get(5)?,
-                    first_t_ns: row.get(6)?,
-                    calls: row.get::<_, i64>(7)? as u64,
-                })
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
+                    row.get::<_, Option<String>>(5)?,
+                    row.get::<_, i64>(6)?,
+                    row.get::<_, i64>(7)?,
+                ))
             },
-        )
+        )?;
+        raw.into_iter()
+            .map(
+                |(pid, first_seq, file_id, offset, size, symbol, first_t_ns, calls)| {
+                    let checked = || -> std::result::Result<FunctionEvent, String> {
+                        if first_seq < 1 {
+                            return Err(format!("first_seq {first_seq} is not at least 1"));
+                        }
+                        Ok(FunctionEvent {
+                            pid: check::pid("pid", pid)?,
+                            first_seq: first_seq as u64,
+                            file_id: file_of_run(file_id, &run_files)?,
+                            offset: check::non_negative("offset", offset)?,
+                            size: check::non_negative_opt("size", size)?,
+                            symbol,
+                            first_t_ns,
+                            calls: check::non_negative("calls", calls)?,
+                        })
+                    };
+                    checked().map_err(|detail| {
+                        self.bad_row(
+                            run,
+                            "functions",
+                            format!("pid {pid} first_seq {first_seq}"),
+                            detail,
+                        )
+                    })
+                },
+            )
+            .collect()
     }
-
     fn query<T>(
         &self,
         sql: &str,
@@ -860,6 +1009,7 @@ const RUN_COLUMNS: &str = "SELECT id, argv, cwd, cache_mode, started_at_unix_ns,
     exit_code, exit_signal, kernel, page_size, read_ahead_kb, fault_around_bytes, uid, gid, root_pid,
     lost_events, tool_version, complete FROM runs";
 
+/// A `runs` row as stored, before [`Profile::decode_run`] checks it.
 struct RunRow {
     id: RunId,
     argv: String,
@@ -868,18 +1018,18 @@ struct RunRow {
     started_at_unix_ns: i64,
     ended_ns: Option<i64>,
     end_reason: Option<String>,
-    exit_code: Option<i32>,
-    exit_signal: Option<i32>,
+    exit_code: Option<i64>,
+    exit_signal: Option<i64>,
     kernel: String,
-    page_size: u64,
-    read_ahead_kb: Option<u64>,
-    fault_around_bytes: Option<u64>,
-    uid: u32,
-    gid: u32,
-    root_pid: Option<i32>,
-    lost_events: u64,
+    page_size: i64,
+    read_ahead_kb: Option<i64>,
+    fault_around_bytes: Option<i64>,
+    uid: i64,
+    gid: i64,
+    root_pid: Option<i64>,
+    lost_events: i64,
     tool_version: String,
-    complete: bool,
+    complete: i64,
 }
 
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
@@ -894,16 +1044,25 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         exit_code: row.get(7)?,
         exit_signal: row.get(8)?,
         kernel: row.get(9)?,
-        page_size: row.get::<_, i64>(10)? as u64,
-        read_ahead_kb: row.get::<_, Option<i64>>(11)?.map(|v| v as u64),
-        fault_around_bytes: row.get::<_, Option<i64>>(12)?.map(|v| v as u64),
+        page_size: row.get(10)?,
+        read_ahead_kb: row.get(11)?,
+        fault_around_bytes: row.get(12)?,
         uid: row.get(13)?,
         gid: row.get(14)?,
         root_pid: row.get(15)?,
-        lost_events: row.get::<_, i64>(16)? as u64,
+        lost_events: row.get(16)?,
         tool_version: row.get(17)?,
         complete: row.get(18)?,
     })
+}
+
+/// A file id read from an event row: it must be a file of the same run.
+fn file_of_run(id: i64, run_files: &HashSet<FileId>) -> std::result::Result<FileId, String> {
+    if run_files.contains(&id) {
+        Ok(id)
+    } else {
+        Err(format!("file_id {id} is not a file of this run"))
+    }
 }
 
 /// Ids of the files a run already has.

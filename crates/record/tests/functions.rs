@@ -10,6 +10,7 @@ use coldstart_profile::{CacheMode, Profile, RunStart};
 use coldstart_record::functions::{
     Dump, FunctionTrace, RuntimeFiles, Symbolizer, build_runtime, read_dump, read_dump_dir,
 };
+use coldstart_testkit::skip;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,15 +19,6 @@ use std::time::{Duration, Instant};
 
 const SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/functions");
 const CLANG: &str = "/usr/lib/llvm-19/bin/clang";
-
-/// A check that cannot run here: SKIPPED, unless COLDSTART_REQUIRE_ROOT=1
-/// asks for every check.
-fn skip(reason: &str) {
-    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("required check could not run (COLDSTART_REQUIRE_ROOT=1): {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
 
 fn runs(program: &str) -> bool {
     Command::new(program)

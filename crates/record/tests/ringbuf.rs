@@ -3,6 +3,7 @@
 //! files, this machine's live tracefs, and one end-to-end trace of
 //! `/bin/true` in a private trace instance (root only).
 
+use coldstart_testkit::skip;
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{ErrorKind, Read};
@@ -1221,15 +1222,6 @@ fn dev_numbers_match_stat() {
 // This machine's tracefs.
 
 const TRACEFS: &str = "/sys/kernel/tracing";
-
-/// Skips a test that needs the machine, unless COLDSTART_REQUIRE_ROOT=1
-/// says the environment promised it.
-fn skip(reason: &str) {
-    if std::env::var("COLDSTART_REQUIRE_ROOT").as_deref() == Ok("1") {
-        panic!("COLDSTART_REQUIRE_ROOT=1 but {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
 
 #[test]
 fn live_formats_parse() {

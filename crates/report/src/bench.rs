@@ -2,8 +2,9 @@
 //! time statistics, the ratio to the first variant, and the counts that back
 //! the times up; then the environment and the warnings.
 
-use crate::table::{Style, Table, human_bytes, thousands};
+use crate::table::{Style, Table, thousands};
 use coldstart_bench::{BenchResult, Variant, VariantResult};
+use coldstart_binary::human_bytes;
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -3,7 +3,8 @@
 //! touched, requested and read at the kernel's default read_ahead_kb and at
 //! the device's own, beside what the simulator predicted), then the bench.
 
-use crate::table::{Table, human_bytes, thousands};
+use crate::table::{Table, thousands};
+use coldstart_binary::human_bytes;
 use coldstart_pipeline::demo::DemoReport;
 use coldstart_pipeline::order::{Comparison, OrderLoop};
 

@@ -1,7 +1,8 @@
 //! `coldstart evict` as text: per file the pages resident before and after
 //! (or now, with --check), totals, and who holds the pages that stayed.
 
-use crate::table::{Style, Table, human_bytes, percent, thousands};
+use crate::table::{Style, Table, percent, thousands};
+use coldstart_binary::human_bytes;
 use coldstart_system::eviction::{EvictReport, FileResult};
 use std::fmt::Write as _;
 

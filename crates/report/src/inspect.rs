@@ -1,7 +1,7 @@
 //! `coldstart inspect` as text: one screen per binary that answers "what
 //! will the loader read and do before main?", most important first.
 
-use crate::table::{Style, Table, percent, thousands};
+use crate::table::{Style, Table, heading, percent, thousands};
 use coldstart_binary::{Format, ImageOverlap, Inspection, human_bytes, share};
 use std::fmt::Write;
 
@@ -31,17 +31,6 @@ fn hex(v: u64) -> String {
 
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
-}
-
-fn heading(out: &mut String, style: Style, text: &str) {
-    match style {
-        Style::Markdown => {
-            let _ = writeln!(out, "\n### {text}\n");
-        }
-        Style::Plain => {
-            let _ = writeln!(out, "\n{text}");
-        }
-    }
 }
 
 pub fn render(ins: &Inspection, view: &InspectView) -> String {

@@ -1,7 +1,7 @@
 //! `coldstart report` and `coldstart runs` as text: the run, the totals,
 //! one row per file, then per ELF file its sections and first symbols.
 
-use crate::table::{Style, Table, thousands};
+use crate::table::{Style, Table, heading, thousands};
 use coldstart_analyze::{FileReport, RunReport};
 use coldstart_binary::human_bytes;
 use coldstart_profile::Run;
@@ -25,17 +25,6 @@ fn ms(ns: i64) -> String {
 
 fn amplification(a: Option<f64>) -> String {
     a.map(|a| format!("{a:.1}x")).unwrap_or_else(|| "-".into())
-}
-
-fn heading(out: &mut String, style: Style, text: &str) {
-    match style {
-        Style::Markdown => {
-            let _ = writeln!(out, "\n### {text}\n");
-        }
-        Style::Plain => {
-            let _ = writeln!(out, "\n{text}");
-        }
-    }
 }
 
 pub fn render(report: &RunReport, view: &RunView) -> String {

@@ -2,8 +2,9 @@
 //! predicts a start reads, in how many requests, and, when a measured run
 //! was given, what it really read and how far off the prediction is.
 
-use crate::table::{Style, Table, human_bytes, thousands};
+use crate::table::{Style, Table, thousands};
 use coldstart_analyze::SimulationReport;
+use coldstart_binary::human_bytes;
 use std::fmt::Write as _;
 
 pub fn render(report: &SimulationReport, style: Style, top: usize) -> String {

@@ -1,6 +1,8 @@
 //! Text tables: columns sized to their contents, numbers right-aligned,
 //! rendered as plain text for terminals or as Markdown for documents.
 
+use std::fmt::Write;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Style {
     Plain,
@@ -124,19 +126,17 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// 1536 -> "1.5 KiB": sizes in binary units with one decimal.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
+/// A section title: a Markdown level-3 heading, or a plain line after a
+/// blank one.
+pub fn heading(out: &mut String, style: Style, text: &str) {
+    match style {
+        Style::Markdown => {
+            let _ = writeln!(out, "\n### {text}\n");
+        }
+        Style::Plain => {
+            let _ = writeln!(out, "\n{text}");
+        }
     }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 pub fn percent(fraction: f64) -> String {
@@ -166,15 +166,6 @@ mod tests {
             t.render(Style::Markdown, ""),
             "| k   |   v |\n| --- | --: |\n| x   |   1 |\n"
         );
-    }
-
-    #[test]
-    fn human_bytes_picks_the_unit() {
-        assert_eq!(human_bytes(0), "0 B");
-        assert_eq!(human_bytes(1023), "1023 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(178_468_864), "170.2 MiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
     }
 
     #[test]

@@ -10,15 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-/// A check that cannot run here. On CI (COLDSTART_REQUIRE_ROOT=1, where
-/// every prerequisite is installed) that is a failure; elsewhere it is
-/// reported as SKIPPED with the reason.
-pub fn skip(reason: &str) {
-    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("required check could not run (COLDSTART_REQUIRE_ROOT=1): {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
+/// A check that cannot run here: SKIPPED, or a failure on CI.
+#[allow(unused_imports)] // not every test binary skips
+pub use coldstart_testkit::skip;
 
 pub fn readelf(args: &[&str], file: &Path) -> String {
     let out = Command::new("readelf")

@@ -4,11 +4,11 @@
 use crate::args::PlanArgs;
 use crate::output;
 use anyhow::{Context, bail};
+use coldstart_binary::human_bytes;
 use coldstart_plan::compile::{self, CompileOptions, Compiled};
 use coldstart_prefetch::calibrate::{self, Calibration};
 use coldstart_prefetch::format;
 use coldstart_profile::Profile;
-use coldstart_report::table::human_bytes;
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;

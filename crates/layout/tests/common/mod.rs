@@ -11,15 +11,9 @@ use std::process::{Command, Output};
 /// Where Debian's LLVM 19 packages put their tools.
 pub const LLVM_BIN: &str = "/usr/lib/llvm-19/bin";
 
-/// A check that cannot run here. On CI (COLDSTART_REQUIRE_ROOT=1, where
-/// every tool is installed) that is a failure; elsewhere it is reported as
-/// SKIPPED with the reason.
-pub fn skip(reason: &str) {
-    if std::env::var_os("COLDSTART_REQUIRE_ROOT").is_some_and(|v| v == "1") {
-        panic!("required check could not run (COLDSTART_REQUIRE_ROOT=1): {reason}");
-    }
-    eprintln!("SKIPPED: {reason}");
-}
+/// A check that cannot run here: SKIPPED, or a failure on CI.
+#[allow(unused_imports)] // not every test binary skips
+pub use coldstart_testkit::skip;
 
 /// `name` on PATH, else in LLVM_BIN.
 pub fn tool(name: &str) -> Option<PathBuf> {

@@ -1,0 +1,169 @@
+//! `analyze::simulate` on hand-built profiles of plain data files: a data
+//! file is one read-only mapping, so a fault on an uncached page reads
+//! around it (mm/filemap.c do_sync_mmap_readahead, as readahead.rs models
+//! it): read_ahead_kb 128 is ra_pages = 128 KiB / 4 KiB = 32, the window
+//! starts ra_pages / 2 = 16 pages before the fault (not before page 0) and
+//! is 32 pages long, cut at the end of the file. Each figure below is that
+//! arithmetic, done by hand.
+
+use coldstart_analyze::{SimulateOptions, simulate};
+use coldstart_profile::{
+    Batch, CacheMode, EndReason, NewFile, PageEvent, PageEventKind, Process, Profile, RunEnd,
+    RunStart,
+};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+const MS: i64 = 1_000_000;
+const PAGE: u64 = 4096;
+const APP: i32 = 100;
+/// Pages in each data file.
+const PAGES: u64 = 100;
+
+fn data_file(dir: &Path, name: &str) -> NewFile {
+    let path = dir.join(name);
+    std::fs::write(&path, vec![7u8; (PAGES * PAGE) as usize]).unwrap();
+    let meta = std::fs::metadata(&path).unwrap();
+    NewFile {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        path: Some(path.display().to_string()),
+        size: Some(meta.size()),
+        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
+        build_id: None,
+        opened_by_tree: true,
+    }
+}
+
+/// A run traced with readahead off in which the app faults once on page
+/// `faults[i]` of file i (and reads exactly that page, as with readahead
+/// off the kernel reads only what is demanded).
+fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 {
+    let run = profile
+        .begin_run(&RunStart {
+            argv: vec!["/bin/app".into()],
+            cwd: "/".into(),
+            cache_mode: CacheMode::Cold,
+            started_at_unix_ns: 1_700_000_000_000_000_000,
+            kernel: "6.18.0".into(),
+            page_size: PAGE,
+            read_ahead_kb: Some(0),
+            fault_around_bytes: Some(65536),
+            uid: 1000,
+            gid: 1000,
+            tool_version: "test".into(),
+        })
+        .unwrap();
+    let mut page_events = Vec::new();
+    for (i, &page) in faults.iter().enumerate() {
+        let at = (i as i64 + 1) * MS;
+        for kind in [PageEventKind::Fault, PageEventKind::Read] {
+            page_events.push(PageEvent {
+                t_ns: at,
+                pid: APP,
+                file_id: Batch::batch_file_id(i),
+                page,
+                npages: 1,
+                kind,
+            });
+        }
+    }
+    profile
+        .write(
+            run,
+            &Batch {
+                files,
+                processes: vec![Process {
+                    pid: APP,
+                    ppid: Some(1),
+                    tgid: Some(APP),
+                    comm: Some("app".into()),
+                    exe: None,
+                    t_start_ns: Some(0),
+                    t_end_ns: None,
+                    in_tree: true,
+                }],
+                page_events,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    profile
+        .end_run(
+            run,
+            &RunEnd {
+                ended_ns: 10 * MS,
+                end_reason: EndReason::Exited,
+                exit_code: Some(0),
+                exit_signal: None,
+                root_pid: Some(APP),
+            },
+        )
+        .unwrap();
+    run
+}
+
+#[test]
+fn one_fault_on_a_data_file_reads_around_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = vec![
+        data_file(dir.path(), "middle.dat"),
+        data_file(dir.path(), "start.dat"),
+        data_file(dir.path(), "end.dat"),
+    ];
+    let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
+    let run = write_run(&mut profile, files, &[50, 5, 95]);
+    let options = SimulateOptions {
+        read_ahead_kb: Some(128),
+        ..SimulateOptions::default()
+    };
+    let report = simulate(&profile, &options).unwrap();
+    assert_eq!(report.source_run, run);
+    assert_eq!(report.source_read_ahead_kb, Some(0));
+    assert_eq!(
+        (
+            report.read_ahead_kb,
+            report.fault_around_bytes,
+            report.page_size
+        ),
+        (128, 65536, PAGE)
+    );
+    let by_name = |name: &str| {
+        report
+            .files
+            .iter()
+            .find(|f| f.path.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} in {:?}", report.files))
+    };
+    // Page 50: window [50 - 16, 50 - 16 + 32) = [34, 66), 32 pages.
+    // Page 5: 5 - 16 is before the file, so [0, 32), 32 pages.
+    // Page 95: [79, 111) cut at the file's 100 pages: [79, 100), 21 pages.
+    for (name, pages_read) in [("middle.dat", 32), ("start.dat", 32), ("end.dat", 21)] {
+        let f = by_name(name);
+        assert_eq!(f.pages, PAGES, "{name}");
+        assert_eq!(f.cached_at_start, 0, "{name}");
+        assert_eq!(f.pages_touched, 1, "{name}");
+        assert_eq!(f.misses, 1, "{name}");
+        assert_eq!((f.pages_read, f.read_requests), (pages_read, 1), "{name}");
+        assert!(!f.relaid);
+    }
+    let t = &report.totals;
+    assert_eq!((t.files, t.pages_touched, t.misses), (3, 3, 3));
+    assert_eq!((t.pages_read, t.read_requests), (32 + 32 + 21, 3));
+    assert_eq!((t.cold.files, t.cold.pages_read), (3, 85));
+}
+
+#[test]
+fn with_readahead_off_a_fault_reads_its_page_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = vec![data_file(dir.path(), "middle.dat")];
+    let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
+    write_run(&mut profile, files, &[50]);
+    let options = SimulateOptions {
+        read_ahead_kb: Some(0),
+        ..SimulateOptions::default()
+    };
+    let report = simulate(&profile, &options).unwrap();
+    let f = &report.files[0];
+    assert_eq!((f.pages_read, f.read_requests, f.misses), (1, 1, 1));
+}
