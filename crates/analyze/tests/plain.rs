@@ -28,46 +28,12 @@ fn tool_runs(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Each defined symbol's file offset from nm (its address moved by its
-/// LOAD segment, from readelf), by name; local duplicates all kept.
+/// Each defined symbol's file offset from nm and readelf, by name; local
+/// duplicates all kept.
 fn nm_offsets(binary: &Path) -> HashMap<String, Vec<u64>> {
-    let readelf = Command::new("readelf")
-        .arg("-lW")
-        .arg(binary)
-        .output()
-        .unwrap();
-    let loads: Vec<(u64, u64, u64)> = String::from_utf8_lossy(&readelf.stdout)
-        .lines()
-        .filter(|l| l.trim_start().starts_with("LOAD"))
-        .map(|l| {
-            let f: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .take(4)
-                .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
-                .collect();
-            (f[0], f[1], f[3]) // offset, vaddr, filesz
-        })
-        .collect();
-    let nm = Command::new("nm")
-        .args(["--defined-only"])
-        .arg(binary)
-        .output()
-        .unwrap();
     let mut symbols: HashMap<String, Vec<u64>> = HashMap::new();
-    for line in String::from_utf8_lossy(&nm.stdout).lines() {
-        if let [address, _kind, name] = line.split_whitespace().collect::<Vec<_>>()[..] {
-            let address = u64::from_str_radix(address, 16).unwrap();
-            if let Some((offset, vaddr, _)) = loads
-                .iter()
-                .find(|(_, vaddr, filesz)| (*vaddr..vaddr + filesz).contains(&address))
-            {
-                symbols
-                    .entry(name.to_string())
-                    .or_default()
-                    .push(address - vaddr + offset);
-            }
-        }
+    for symbol in coldstart_testkit::nm_symbols(binary) {
+        symbols.entry(symbol.name).or_default().push(symbol.offset);
     }
     symbols
 }
@@ -75,7 +41,7 @@ fn nm_offsets(binary: &Path) -> HashMap<String, Vec<u64>> {
 #[test]
 fn names_place_exactly_by_base_name_or_not_at_all() {
     if !(tool_runs("gcc") && tool_runs("nm") && tool_runs("readelf")) {
-        eprintln!("SKIPPED: gcc, nm or readelf not installed (apt-get install gcc binutils)");
+        coldstart_testkit::skip("gcc, nm or readelf not installed (apt-get install gcc binutils)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -110,45 +110,12 @@ fn build_program(chain: &Toolchain, rt: &RuntimeFiles, dir: &Path) -> PathBuf {
 /// The ground truth from `nm` and `readelf`: each defined function's file
 /// offset (its address moved by its LOAD segment) and size.
 fn nm_offsets(binary: &Path) -> HashMap<String, (u64, u64)> {
-    let readelf = Command::new("readelf")
-        .args(["-lW"])
-        .arg(binary)
-        .output()
-        .unwrap();
-    let loads: Vec<(u64, u64, u64)> = String::from_utf8_lossy(&readelf.stdout)
-        .lines()
-        .filter(|l| l.trim_start().starts_with("LOAD"))
-        .map(|l| {
-            let f: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .take(4)
-                .map(|x| u64::from_str_radix(x.trim_start_matches("0x"), 16).unwrap())
-                .collect();
-            (f[0], f[1], f[3]) // offset, vaddr, filesz
-        })
-        .collect();
-    let nm = Command::new("nm")
-        .args(["--defined-only", "-S"])
-        .arg(binary)
-        .output()
-        .unwrap();
-    let mut symbols = HashMap::new();
-    for line in String::from_utf8_lossy(&nm.stdout).lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if let [address, size, kind, name] = f.as_slice()
-            && matches!(*kind, "T" | "t")
-        {
-            let address = u64::from_str_radix(address, 16).unwrap();
-            let size = u64::from_str_radix(size, 16).unwrap();
-            let (offset, vaddr, _) = loads
-                .iter()
-                .find(|(_, vaddr, filesz)| (*vaddr..vaddr + filesz).contains(&address))
-                .unwrap_or_else(|| panic!("{name} in no LOAD segment"));
-            symbols.insert(name.to_string(), (address - vaddr + offset, size));
-        }
-    }
-    symbols
+    coldstart_testkit::nm_symbols(binary)
+        .into_iter()
+        .filter(|s| matches!(s.kind, 'T' | 't'))
+        // Unsized crt stubs (__do_global_dtors_aux) are no functions to place.
+        .filter_map(|s| Some((s.name, (s.offset, s.size?))))
+        .collect()
 }
 
 /// (name, calls) of one process, in first-call order.

@@ -106,3 +106,60 @@ pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
     );
     output
 }
+
+/// A defined symbol as binutils sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NmSymbol {
+    pub name: String,
+    /// nm's type letter (`T`, `t`, `D`, ...).
+    pub kind: char,
+    /// Its file offset: nm's address moved by the LOAD segment that holds
+    /// it (from `readelf -lW`).
+    pub offset: u64,
+    /// nm's size, when it prints one.
+    pub size: Option<u64>,
+}
+
+/// Every defined symbol of `binary` that a LOAD segment holds, from `nm
+/// --defined-only -S` and `readelf -lW`, in nm's order; local symbols that
+/// share a name are all kept. Panics when either tool fails.
+pub fn nm_symbols(binary: &Path) -> Vec<NmSymbol> {
+    let hex = |text: &str| u64::from_str_radix(text.trim_start_matches("0x"), 16).unwrap();
+    let readelf = run_ok(std::process::Command::new("readelf").arg("-lW").arg(binary));
+    // (offset, vaddr, filesz) of each LOAD segment.
+    let loads: Vec<(u64, u64, u64)> = String::from_utf8_lossy(&readelf.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("LOAD"))
+        .map(|l| {
+            let f: Vec<u64> = l.split_whitespace().skip(1).take(4).map(hex).collect();
+            (f[0], f[1], f[3])
+        })
+        .collect();
+    let nm = run_ok(
+        std::process::Command::new("nm")
+            .args(["--defined-only", "-S"])
+            .arg(binary),
+    );
+    let mut symbols = Vec::new();
+    for line in String::from_utf8_lossy(&nm.stdout).lines() {
+        let (address, size, kind, name) = match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [address, size, kind, name] => (address, Some(hex(size)), kind, name),
+            [address, kind, name] => (address, None, kind, name),
+            _ => continue,
+        };
+        let address = hex(address);
+        let Some((offset, vaddr, _)) = loads
+            .iter()
+            .find(|(_, vaddr, filesz)| (*vaddr..vaddr + filesz).contains(&address))
+        else {
+            continue;
+        };
+        symbols.push(NmSymbol {
+            name: name.to_string(),
+            kind: kind.chars().next().unwrap_or('?'),
+            offset: address - vaddr + offset,
+            size,
+        });
+    }
+    symbols
+}
