@@ -374,6 +374,56 @@ fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u
     merged.into_iter().map(|(_, a)| a).collect()
 }
 
+/// The traced files a `--binary` pattern names: a pattern with glob
+/// characters, or an absolute path, as it is; any other text as a path
+/// suffix, so a plain name matches the traced path ending in it.
+pub fn binary_matcher(pattern: &str) -> Result<GlobMatcher, SimulateError> {
+    let glob = if pattern.contains(['*', '?', '[']) || pattern.starts_with('/') {
+        pattern.to_string()
+    } else {
+        format!("*{pattern}")
+    };
+    globset::GlobBuilder::new(&glob)
+        .literal_separator(false)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| SimulateError::Input(format!("--binary {pattern:?} is not a valid glob: {e}")))
+}
+
+/// The one file `binary` (matched by `glob`) names in the run a simulation
+/// replays (`run`, else [`default_source`]), as that run spells its path.
+pub fn traced_path(
+    profile: &Profile,
+    run: Option<RunId>,
+    glob: &GlobMatcher,
+    binary: &str,
+) -> Result<String, SimulateError> {
+    let run = match run {
+        Some(id) => profile.run(Some(id))?,
+        None => default_source(profile)?,
+    };
+    let paths: Vec<String> = profile
+        .files(run.id)?
+        .into_iter()
+        .filter_map(|f| f.path)
+        .filter(|p| glob.is_match(p))
+        .collect();
+    match paths.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(SimulateError::Input(format!(
+            "run {} of {} has no file matching --binary {binary:?}",
+            run.id,
+            profile.path().display()
+        ))),
+        many => Err(SimulateError::Input(format!(
+            "--binary {binary:?} matches {} files of run {} ({}); give a longer path",
+            many.len(),
+            run.id,
+            many.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
 /// The latest complete run traced with readahead off, else the latest
 /// complete run.
 pub fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, SimulateError> {

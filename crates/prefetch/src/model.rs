@@ -66,4 +66,19 @@ impl Plan {
     pub fn bytes(&self) -> u64 {
         self.extents.iter().map(|e| e.pages * self.page_size).sum()
     }
+
+    /// The file with the most planned pages among those of at least
+    /// `min_size` bytes: where a calibration measures the device.
+    pub fn most_planned_file(&self, min_size: u64) -> Option<&PlanFile> {
+        let mut pages = vec![0u64; self.files.len()];
+        for e in &self.extents {
+            if let Some(count) = pages.get_mut(e.file) {
+                *count += e.pages;
+            }
+        }
+        (0..self.files.len())
+            .filter(|&i| self.files[i].size >= min_size)
+            .max_by_key(|&i| pages[i])
+            .map(|i| &self.files[i])
+    }
 }

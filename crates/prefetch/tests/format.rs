@@ -194,3 +194,30 @@ fn errors_name_the_file_the_line_and_the_problem() {
     let empty = parse("# nothing\n", Path::new("p")).unwrap_err();
     assert_eq!(empty.to_string(), "p:0: empty: not a coldstart plan");
 }
+
+#[test]
+fn the_most_planned_large_file_is_where_calibration_measures() {
+    let mut plan = plan();
+    // libxul: 16 + 3 planned pages, 150 MB; fonts.conf: none, 2,700 bytes.
+    assert_eq!(
+        plan.most_planned_file(16 << 20).map(|f| f.path.as_str()),
+        Some("/usr/lib/firefox-esr/libxul.so")
+    );
+    // With 40 planned pages, fonts.conf leads among files of any size, and
+    // is still no candidate above its size.
+    plan.extents.push(Extent {
+        file: 0,
+        page: 0,
+        pages: 40,
+        need_ns: 0,
+    });
+    assert_eq!(
+        plan.most_planned_file(0).map(|f| f.path.as_str()),
+        Some("/etc/fonts/fonts.conf")
+    );
+    assert_eq!(
+        plan.most_planned_file(16 << 20).map(|f| f.path.as_str()),
+        Some("/usr/lib/firefox-esr/libxul.so")
+    );
+    assert_eq!(plan.most_planned_file(200 << 20), None);
+}

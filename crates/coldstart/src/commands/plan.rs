@@ -5,7 +5,7 @@ use crate::args::PlanArgs;
 use crate::output;
 use anyhow::{Context, bail};
 use coldstart_binary::human_bytes;
-use coldstart_plan::compile::{self, CompileOptions, Compiled};
+use coldstart_plan::compile::{self, CompileOptions};
 use coldstart_prefetch::calibrate::{self, Calibration};
 use coldstart_prefetch::format;
 use coldstart_profile::Profile;
@@ -50,7 +50,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
 
     let mut calibration = None;
     if args.calibrate {
-        let largest = largest_file(&compiled)
+        let largest = compiled
+            .plan
+            .most_planned_file(16 << 20)
+            .map(|f| f.path.clone())
             .context("the plan has no file of 16 MiB or more to calibrate on")?;
         output::step(&format!(
             "coldstart plan: calibrating the device on {largest}"
@@ -115,17 +118,4 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The planned file with the most planned bytes, at least 16 MiB large.
-fn largest_file(compiled: &Compiled) -> Option<String> {
-    let plan = &compiled.plan;
-    let mut bytes = vec![0u64; plan.files.len()];
-    for e in &plan.extents {
-        bytes[e.file] += e.pages;
-    }
-    (0..plan.files.len())
-        .filter(|&i| plan.files[i].size >= 16 << 20)
-        .max_by_key(|&i| bytes[i])
-        .map(|i| plan.files[i].path.clone())
 }

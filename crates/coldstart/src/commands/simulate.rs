@@ -5,7 +5,7 @@ use crate::args::SimulateArgs;
 use crate::output;
 use anyhow::{Context, bail};
 use coldstart_analyze::relayout::Relayout;
-use coldstart_analyze::{SimulateOptions, simulate};
+use coldstart_analyze::simulate::{self, SimulateOptions};
 use coldstart_binary::OffsetIndex;
 use coldstart_layout::traced;
 use coldstart_profile::Profile;
@@ -17,24 +17,13 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     let file = args
         .binary
         .as_deref()
-        .map(|pattern| {
-            // A plain path matches itself and any traced path ending in it.
-            let glob = if pattern.contains(['*', '?', '[']) || pattern.starts_with('/') {
-                pattern.to_string()
-            } else {
-                format!("*{pattern}")
-            };
-            globset::GlobBuilder::new(&glob)
-                .literal_separator(false)
-                .build()
-                .map(|g| g.compile_matcher())
-                .with_context(|| format!("--binary {pattern:?} is not a valid glob"))
-        })
+        .map(simulate::binary_matcher)
         .transpose()?;
     let mut relayouts = Vec::new();
     if let (Some(order), Some(binary)) = (&args.order, &args.binary) {
         let names = coldstart_layout::read_order_file(order)?;
-        let traced = traced_path(&profile, args.run, file.as_ref(), binary)?;
+        let glob = file.as_ref().expect("--order requires --binary");
+        let traced = simulate::traced_path(&profile, args.run, glob, binary)?;
         let index = OffsetIndex::from_path(traced.as_ref())
             .with_context(|| format!("reading the symbols of {traced}"))?;
         let mut relayout = Relayout::new(&traced, &index, &names);
@@ -69,7 +58,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         }
         relayouts.push(relayout);
     }
-    let report = simulate(
+    let report = simulate::simulate(
         &profile,
         &SimulateOptions {
             run: args.run,
@@ -95,38 +84,4 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         ))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The one traced file --binary names, as the profile spells its path.
-fn traced_path(
-    profile: &Profile,
-    run: Option<i64>,
-    glob: Option<&globset::GlobMatcher>,
-    binary: &str,
-) -> anyhow::Result<String> {
-    // The run the simulation replays, so the path is the one it sees.
-    let run = match run {
-        Some(id) => profile.run(Some(id))?,
-        None => coldstart_analyze::simulate::default_source(profile)?,
-    };
-    let paths: Vec<String> = profile
-        .files(run.id)?
-        .into_iter()
-        .filter_map(|f| f.path)
-        .filter(|p| glob.is_some_and(|g| g.is_match(p)))
-        .collect();
-    match paths.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => bail!(
-            "run {} of {} has no file matching --binary {binary:?}",
-            run.id,
-            profile.path().display()
-        ),
-        many => bail!(
-            "--binary {binary:?} matches {} files of run {} ({}); give a longer path",
-            many.len(),
-            run.id,
-            many.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-        ),
-    }
 }
