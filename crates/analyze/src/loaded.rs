@@ -200,7 +200,7 @@ impl LoadedRun {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_profile::{Batch, CacheMode, EndReason, NewFile, RunEnd, RunStart};
+    use coldstart_profile::{Batch, EndReason, NewFile, RunEnd, RunStart, handmade};
 
     const TREE: i32 = 100;
     const THREAD: i32 = 101;
@@ -208,32 +208,11 @@ mod tests {
     const STRANGER: i32 = 999;
 
     fn start(read_ahead_kb: u64) -> RunStart {
-        RunStart {
-            argv: vec!["/bin/app".into()],
-            cwd: "/".into(),
-            cache_mode: CacheMode::Cold,
-            started_at_unix_ns: 0,
-            kernel: "6.18.0".into(),
-            page_size: 4096,
-            read_ahead_kb: Some(read_ahead_kb),
-            fault_around_bytes: Some(65536),
-            uid: 0,
-            gid: 0,
-            tool_version: "test".into(),
-        }
+        handmade::run_start(4096, read_ahead_kb)
     }
 
     fn process(pid: i32, tgid: Option<i32>, in_tree: bool) -> Process {
-        Process {
-            pid,
-            ppid: Some(1),
-            tgid,
-            comm: Some("app".into()),
-            exe: None,
-            t_start_ns: Some(0),
-            t_end_ns: None,
-            in_tree,
-        }
+        handmade::process(pid, tgid, "app", in_tree)
     }
 
     fn event(t_ns: i64, pid: i32, page: u64, npages: u64, kind: PageEventKind) -> PageEvent {

@@ -3,6 +3,7 @@
 //! code.
 
 use coldstart_analyze::{Options, analyze};
+use coldstart_profile::handmade;
 use coldstart_profile::{
     Batch, CacheMode, EndReason, Mark, NewFile, PageEvent, PageEventKind, Process, Profile,
     Readahead, ReadaheadKind, RunEnd, RunStart,
@@ -48,16 +49,7 @@ fn event(
 }
 
 fn process(pid: i32, comm: &str, in_tree: bool) -> Process {
-    Process {
-        pid,
-        ppid: Some(1),
-        tgid: Some(pid),
-        comm: Some(comm.into()),
-        exe: None,
-        t_start_ns: Some(0),
-        t_end_ns: None,
-        in_tree,
-    }
+    handmade::process(pid, Some(pid), comm, in_tree)
 }
 
 /// /bin/app (10 pages), /lib/libz.so (6000 bytes: one full page and 1904

@@ -7,10 +7,8 @@
 //! arithmetic, done by hand.
 
 use coldstart_analyze::{SimulateOptions, simulate};
-use coldstart_profile::{
-    Batch, CacheMode, EndReason, NewFile, PageEvent, PageEventKind, Process, Profile, RunEnd,
-    RunStart,
-};
+use coldstart_profile::handmade;
+use coldstart_profile::{Batch, EndReason, NewFile, PageEvent, PageEventKind, Profile, RunEnd};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -39,21 +37,7 @@ fn data_file(dir: &Path, name: &str) -> NewFile {
 /// `faults[i]` of file i (and reads exactly that page, as with readahead
 /// off the kernel reads only what is demanded).
 fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 {
-    let run = profile
-        .begin_run(&RunStart {
-            argv: vec!["/bin/app".into()],
-            cwd: "/".into(),
-            cache_mode: CacheMode::Cold,
-            started_at_unix_ns: 1_700_000_000_000_000_000,
-            kernel: "6.18.0".into(),
-            page_size: PAGE,
-            read_ahead_kb: Some(0),
-            fault_around_bytes: Some(65536),
-            uid: 1000,
-            gid: 1000,
-            tool_version: "test".into(),
-        })
-        .unwrap();
+    let run = profile.begin_run(&handmade::run_start(PAGE, 0)).unwrap();
     let mut page_events = Vec::new();
     for (i, &page) in faults.iter().enumerate() {
         let at = (i as i64 + 1) * MS;
@@ -73,16 +57,7 @@ fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 
             run,
             &Batch {
                 files,
-                processes: vec![Process {
-                    pid: APP,
-                    ppid: Some(1),
-                    tgid: Some(APP),
-                    comm: Some("app".into()),
-                    exe: None,
-                    t_start_ns: Some(0),
-                    t_end_ns: None,
-                    in_tree: true,
-                }],
+                processes: vec![handmade::process(APP, Some(APP), "app", true)],
                 page_events,
                 ..Default::default()
             },

@@ -14,9 +14,10 @@ mod fixture;
 
 use coldstart_analyze::startup::{CalledSymbol, called_symbols, touched_symbols};
 use coldstart_binary::{OffsetIndex, SymbolKind};
+use coldstart_profile::handmade;
 use coldstart_profile::{
-    Batch, CacheMode, EndReason, FunctionEvent, NewFile, PageEvent, PageEventKind, Process,
-    Profile, RunEnd, RunId, RunStart,
+    Batch, EndReason, FunctionEvent, NewFile, PageEvent, PageEventKind, Process, Profile, RunEnd,
+    RunId,
 };
 use fixture::{Fixture, Symbol};
 
@@ -56,16 +57,7 @@ fn libc() -> NewFile {
 }
 
 fn process(pid: i32, tgid: Option<i32>, in_tree: bool) -> Process {
-    Process {
-        pid,
-        ppid: Some(1),
-        tgid,
-        comm: Some("app".into()),
-        exe: None,
-        t_start_ns: Some(0),
-        t_end_ns: None,
-        in_tree,
-    }
+    handmade::process(pid, tgid, "app", in_tree)
 }
 
 /// Batch file 0 is the library, 1 is libc.
@@ -124,19 +116,7 @@ fn write_run(profile: &mut Profile, fx: &Fixture, read_ahead_kb: u64) -> RunId {
     use PageEventKind::*;
     let p = pages(fx);
     let run = profile
-        .begin_run(&RunStart {
-            argv: vec!["/bin/app".into()],
-            cwd: "/".into(),
-            cache_mode: CacheMode::Cold,
-            started_at_unix_ns: 1_700_000_000_000_000_000,
-            kernel: "6.18.0".into(),
-            page_size: PAGE,
-            read_ahead_kb: Some(read_ahead_kb),
-            fault_around_bytes: Some(65536),
-            uid: 1000,
-            gid: 1000,
-            tool_version: "test".into(),
-        })
+        .begin_run(&handmade::run_start(PAGE, read_ahead_kb))
         .unwrap();
     profile
         .write(

@@ -4,9 +4,9 @@
 
 use coldstart_plan::compile::{CompileOptions, compile, threshold};
 use coldstart_prefetch::{Extent, PlanFile};
+use coldstart_profile::handmade;
 use coldstart_profile::{
-    Batch, CacheMode, EndReason, Mark, NewFile, PageEvent, PageEventKind, Process, Profile, RunEnd,
-    RunStart,
+    Batch, EndReason, Mark, NewFile, PageEvent, PageEventKind, Profile, RunEnd, RunStart,
 };
 
 const MS: i64 = 1_000_000;
@@ -44,19 +44,7 @@ fn event(file: usize, page: u64, npages: u64, kind: PageEventKind, t_ms: i64) ->
 }
 
 fn start(read_ahead_kb: u64) -> RunStart {
-    RunStart {
-        argv: vec!["/bin/app".into()],
-        cwd: "/".into(),
-        cache_mode: CacheMode::Cold,
-        started_at_unix_ns: 1_700_000_000_000_000_000,
-        kernel: "6.18.0".into(),
-        page_size: 4096,
-        read_ahead_kb: Some(read_ahead_kb),
-        fault_around_bytes: Some(65536),
-        uid: 1000,
-        gid: 1000,
-        tool_version: "test".into(),
-    }
+    handmade::run_start(4096, read_ahead_kb)
 }
 
 /// Adds a complete run with `files` and `events`, readahead off unless
@@ -69,16 +57,7 @@ fn add_run(
     ready_ms: Option<i64>,
 ) -> i64 {
     let run = profile.begin_run(&start(read_ahead_kb)).unwrap();
-    let process = |pid, in_tree| Process {
-        pid,
-        ppid: Some(1),
-        tgid: Some(pid),
-        comm: Some("app".into()),
-        exe: None,
-        t_start_ns: Some(0),
-        t_end_ns: None,
-        in_tree,
-    };
+    let process = |pid, in_tree| handmade::process(pid, Some(pid), "app", in_tree);
     profile
         .write(
             run,

@@ -8,6 +8,7 @@
 //! leaves the run marked incomplete.
 
 mod check;
+pub mod handmade;
 mod model;
 mod schema;
 

@@ -1,0 +1,39 @@
+//! Rows with neutral values for profiles built by hand in tests and
+//! examples, so each test states only what it is about (its pages, pids,
+//! readahead) instead of writing a whole run header again.
+
+use crate::{CacheMode, Process, RunStart};
+
+/// A cold run of `/bin/app` by uid 1000 on kernel 6.18.0, fault-around 64
+/// KiB, with the page size and the read_ahead_kb the test is about.
+pub fn run_start(page_size: u64, read_ahead_kb: u64) -> RunStart {
+    RunStart {
+        argv: vec!["/bin/app".into()],
+        cwd: "/".into(),
+        cache_mode: CacheMode::Cold,
+        started_at_unix_ns: 1_700_000_000_000_000_000,
+        kernel: "6.18.0".into(),
+        page_size,
+        read_ahead_kb: Some(read_ahead_kb),
+        fault_around_bytes: Some(65536),
+        uid: 1000,
+        gid: 1000,
+        tool_version: "test".into(),
+    }
+}
+
+/// Task `pid` of thread group `tgid`, named `comm`, a child of pid 1
+/// started with the run; `in_tree` says whether it belongs to the traced
+/// program.
+pub fn process(pid: i32, tgid: Option<i32>, comm: &str, in_tree: bool) -> Process {
+    Process {
+        pid,
+        ppid: Some(1),
+        tgid,
+        comm: Some(comm.into()),
+        exe: None,
+        t_start_ns: Some(0),
+        t_end_ns: None,
+        in_tree,
+    }
+}
