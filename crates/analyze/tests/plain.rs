@@ -49,17 +49,12 @@ fn names_place_exactly_by_base_name_or_not_at_all() {
     std::fs::write(&one, ONE).unwrap();
     std::fs::write(&two, TWO).unwrap();
     let lib = dir.path().join("libplain.so");
-    let built = Command::new("gcc")
-        .args(["-O2", "-fPIC", "-shared", "-o"])
-        .arg(&lib)
-        .arg(&one)
-        .arg(&two)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
+    coldstart_testkit::run_ok(
+        Command::new("gcc")
+            .args(["-O2", "-fPIC", "-shared", "-o"])
+            .arg(&lib)
+            .arg(&one)
+            .arg(&two),
     );
     let truth = nm_offsets(&lib);
     assert_eq!(truth["helper"].len(), 2, "two local helpers: {truth:?}");
