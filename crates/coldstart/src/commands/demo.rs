@@ -9,7 +9,7 @@ use crate::args::{CompilerArg, DemoArgs};
 use crate::output::{self, step};
 use anyhow::Context;
 use coldstart_binary::{InspectOptions, inspect_path};
-use coldstart_pipeline::bench::{RUNS, Start, bench_starts, variant_count};
+use coldstart_pipeline::bench::{Start, bench_starts};
 use coldstart_pipeline::cold_start::{ColdStart, trace_cold_start};
 use coldstart_pipeline::demo::DemoReport;
 use coldstart_pipeline::order::{Plain, order_loop};
@@ -104,15 +104,17 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     };
     let wrapper =
         Wrapper::beside(std::env::current_exe().context("cannot find the coldstart binary")?);
-    let total = variant_count(plan.is_some(), order.is_some()) * RUNS;
-    let bar = output::progress(total as u64, "benchmark");
+    let bar = output::progress(0, "benchmark");
     let benched = bench_starts(
         &app,
         plan.is_some().then_some(plan_path.as_path()),
         &wrapper,
         order.as_ref().map(|o| &o.ordered_app),
         &mut |s| bar.suspend(|| step(s)),
-        || bar.inc(1),
+        |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
     );
     bar.finish_and_clear();
     let benched = benched?;
