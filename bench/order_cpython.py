@@ -174,7 +174,10 @@ def main():
         sys.exit("tracing needs root: sudo bench/order_cpython.py")
     ensure_installed({"/usr/bin/clang-19": "clang-19", f"{LLVM}/ld.lld": "lld-19",
                       "/usr/bin/llvm-bolt-19": "bolt-19", "/usr/bin/llvm-profdata-19": "llvm-19",
-                      "/usr/bin/dpkg-source": "dpkg-dev", "/usr/bin/gcc": "gcc"})
+                      "/usr/bin/dpkg-source": "dpkg-dev", "/usr/bin/gcc": "gcc",
+                      # clang's -fprofile-generate links compiler-rt's profile runtime.
+                      "/usr/lib/llvm-19/lib/clang/19/lib/linux/libclang_rt.profile-x86_64.a":
+                      "libclang-rt-19-dev"})
     coldstart = build_coldstart()
     work = args.work
     os.makedirs(work, exist_ok=True)

@@ -378,6 +378,12 @@ pub struct ReportArgs {
     #[arg(long)]
     pub no_attribution: bool,
 
+    /// For a start through coldstart run or coldstart-run: account its reads against
+    /// this plan (what the prefetcher read, what the program read itself and why)
+    /// [default: the plan the run's command line names, when it still reads]
+    #[arg(long, value_name = "APP.plan")]
+    pub plan: Option<PathBuf>,
+
     /// Write the chart as SVG
     #[arg(long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,
@@ -573,14 +579,25 @@ fault-around), pooled over the runs so that a page enters the plan only when at 
 request costs on the device (--merge-gap-kb, or measured with --calibrate), and split \
 at --max-extent-kb. Each file keeps the size, modification time and build-id it had, so \
 a changed file is skipped at replay. The plan is text, documented in \
-docs/plan-format.md.";
+docs/plan-format.md.
+
+--refine makes the plan learn from the starts it serves (needs root, like trace): it \
+seeds the plan from the profile's readahead-off runs (tracing --seeds of them first when \
+there are none), then traces cold starts of the program through coldstart-run with the \
+plan at the device's readahead, adds the pages the program still had to read itself (the \
+page each fault or read() demanded, not the readahead window around it), drops pages an \
+earlier refinement added that the program no longer uses, and repeats until the \
+program's own reads stop shrinking. The plan file is replaced, atomically, only by a plan \
+that did better than every one before it. The served starts are kept in the profile \
+(`coldstart report --plan` explains each) and never seed a plan.";
 
 const PLAN_EXAMPLES: &str = "\
 Examples:
   sudo coldstart trace --read-ahead-kb 0 -o ff.db -- firefox-esr ...   (three times)
   coldstart plan ff.db -o firefox.plan
   coldstart plan ff.db --runs 2,3 --min-fraction 0.6 --max-mb 100 -o firefox.plan
-  sudo coldstart plan ff.db --calibrate -o firefox.plan";
+  sudo coldstart plan ff.db --calibrate -o firefox.plan
+  sudo coldstart plan ff.db -o firefox.plan --refine -- firefox-esr --headless ...";
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -628,6 +645,33 @@ pub struct PlanArgs {
     /// Print a JSON summary (and the plan itself) on stdout instead of text
     #[arg(long)]
     pub json: bool,
+
+    /// Refine the plan from traced starts of the program (after --) through the
+    /// prefetcher, until its own reads stop shrinking (root)
+    #[arg(long, requires = "command")]
+    pub refine: bool,
+
+    /// --refine: cold starts with a plan to trace, at most
+    #[arg(long, default_value_t = 4, value_name = "N", requires = "refine")]
+    pub iterations: usize,
+
+    /// --refine: readahead-off starts to trace first when the profile has none
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "refine")]
+    pub seeds: usize,
+
+    /// --refine: read_ahead_kb for the starts with a plan [default: the device's own]
+    #[arg(long, value_name = "KB", requires = "refine")]
+    pub read_ahead_kb: Option<u64>,
+
+    #[command(flatten)]
+    pub readiness: Readiness,
+
+    #[command(flatten)]
+    pub run_as: RunAs,
+
+    /// --refine: the program to start, and its arguments
+    #[arg(last = true, value_name = "COMMAND", requires = "refine")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 const RUN_LONG: &str = "\

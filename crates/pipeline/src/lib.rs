@@ -12,6 +12,7 @@ pub mod cold_start;
 pub mod demo;
 pub mod order;
 pub mod plan;
+pub mod refine;
 
 use coldstart_record::trace::TraceOptions;
 use coldstart_system::launch::{Forward, Identity, LaunchSpec};

@@ -26,7 +26,7 @@ pub fn compile_plan(
         },
     )
     .context("compiling the sample app's prefetch plan")?;
-    std::fs::write(path, coldstart_prefetch::format::write(&compiled.plan))
+    coldstart_prefetch::format::save(&compiled.plan, path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     step(&format!(
         "compiled its prefetch plan: {} extents of {} files, {} KiB ({})",

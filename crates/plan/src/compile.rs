@@ -137,16 +137,16 @@ pub struct Compiled {
 
 /// A file's identity as a run saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Identity {
-    size: u64,
-    mtime_ns: Option<i64>,
-    build_id: Option<String>,
+pub(crate) struct Identity {
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: Option<i64>,
+    pub(crate) build_id: Option<String>,
 }
 
 impl Identity {
     /// Whether two runs saw the same file. A build-id only one of them
     /// could read says nothing (the recorder reads it only when resident).
-    fn same(&self, other: &Identity) -> bool {
+    pub(crate) fn same(&self, other: &Identity) -> bool {
         self.size == other.size
             && self.mtime_ns == other.mtime_ns
             && match (&self.build_id, &other.build_id) {
@@ -518,10 +518,18 @@ fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, 
     // A run whose program never started has nothing to plan from.
     let started = |r: &Run| r.end_reason != Some(EndReason::Failed);
     let runs: Vec<Run> = match &options.runs {
-        None => all
-            .into_iter()
-            .filter(|r| r.complete && started(r))
-            .collect(),
+        // Starts a prefetcher served read what the plan said, not what the
+        // program needed: they refine a plan (`crate::refine`), they do not
+        // seed one.
+        None => {
+            let mut chosen = Vec::new();
+            for run in all.into_iter().filter(|r| r.complete && started(r)) {
+                if !served_by_prefetcher(&profile.processes(run.id)?) {
+                    chosen.push(run);
+                }
+            }
+            chosen
+        }
         Some(ids) => {
             let mut chosen = Vec::new();
             for id in ids {
@@ -542,11 +550,20 @@ fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, 
     };
     if runs.is_empty() {
         return Err(CompileError::Runs(format!(
-            "{}: no complete run of a started program to compile a plan from (trace the program first)",
+            "{}: no complete run of a started program to compile a plan from (trace the program first; \
+             starts served by a prefetcher count only when named with --runs)",
             profile.path().display()
         )));
     }
     Ok(runs)
+}
+
+/// Whether a run's tree had the prefetcher's tasks in it: a start through
+/// `coldstart run` or `coldstart-run`.
+pub fn served_by_prefetcher(processes: &[coldstart_profile::Process]) -> bool {
+    processes.iter().any(|p| {
+        p.in_tree && p.comm.as_deref() == Some(coldstart_prefetch::replay::PREFETCHER_COMM)
+    })
 }
 
 /// The first few of `items`, and how many more.
@@ -567,12 +584,12 @@ pub fn threshold(fraction: f64, runs: usize) -> usize {
 
 /// A path worth prefetching: resolved, and on a real device (major 0 is the
 /// kernel's own files: metadata buffers, shared memory, /proc).
-fn plannable_path(file: &File) -> Option<&str> {
+pub(crate) fn plannable_path(file: &File) -> Option<&str> {
     let major = libc::major(file.dev as libc::dev_t);
     file.path.as_deref().filter(|_| major != 0)
 }
 
-fn identity(file: &File) -> Option<Identity> {
+pub(crate) fn identity(file: &File) -> Option<Identity> {
     Some(Identity {
         size: file.size?,
         mtime_ns: file.mtime_ns,
@@ -580,7 +597,7 @@ fn identity(file: &File) -> Option<Identity> {
     })
 }
 
-fn plan_file(path: String, identity: Identity) -> PlanFile {
+pub(crate) fn plan_file(path: String, identity: Identity) -> PlanFile {
     PlanFile {
         path,
         size: identity.size,
@@ -609,7 +626,7 @@ fn pool(mut needs: Vec<(u64, i64)>, min_runs: usize, stats: &mut CompileStats) -
 /// Extents of one file's needed pages (sorted): consecutive pages joined,
 /// gaps of at most `merge_gap_pages` filled, then split at
 /// `max_extent_pages`; each needed when its earliest page is.
-fn build_extents(
+pub(crate) fn build_extents(
     file: usize,
     pages: &[(u64, i64)],
     options: &CompileOptions,

@@ -5,5 +5,7 @@
 //! (SQLite).
 
 pub mod compile;
+pub mod misses;
+pub mod refine;
 
 pub use compile::{CompileError, CompileOptions, CompileStats, Compiled, RunStats, compile};

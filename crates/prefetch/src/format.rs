@@ -74,6 +74,33 @@ pub fn write(plan: &Plan) -> String {
     out
 }
 
+/// Writes `plan` to `path` whole or not at all: into a temporary file
+/// beside it, flushed to the device, then renamed over `path`. A reader
+/// (a `coldstart-run` starting now) sees the old plan or the new one,
+/// never part of one, and an interrupted writer leaves the old one.
+pub fn save(plan: &Plan, path: &Path) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plan".to_string());
+    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(write(plan).as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
 /// Reads a plan written by `write` (or by hand); `origin` names it in
 /// errors.
 pub fn parse(text: &str, origin: &Path) -> Result<Plan, FormatError> {

@@ -66,6 +66,16 @@ impl Method {
     }
 }
 
+/// The name (comm) of the threads that read a plan. A trace of a start
+/// through `coldstart run` or `coldstart-run` tells the prefetcher's reads
+/// from the program's by it: the kernel copies a thread's name to the
+/// threads it creates, and the recorder takes each task's name when it is
+/// created, so the workers are named before they exist (see [`replay`]).
+/// At most 15 bytes, the kernel's limit.
+pub const PREFETCHER_COMM: &str = "cs-prefetch";
+
+const _: () = assert!(PREFETCHER_COMM.len() <= 15);
+
 /// Prefetch threads when not told: the CPUs, at least 2 and at most 8.
 /// readahead(2) only waits for the file's block mapping and page
 /// allocation, so a few threads keep the device busy; more compete with
@@ -153,6 +163,11 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
             plan.extents.len()
         };
     let threads = options.threads.max(1);
+    // The workers are created under the prefetcher's name; the calling
+    // thread gets its own back afterwards (with --wait it is the thread that
+    // then becomes the program).
+    let own_name = thread_name();
+    set_thread_name(PREFETCHER_COMM);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             scope.spawn(|| {
@@ -167,6 +182,9 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
                     shared.work(item);
                 }
             });
+        }
+        if let Some(name) = &own_name {
+            set_thread_name(name);
         }
     });
 
@@ -194,6 +212,26 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
         stopped: stop.load(Ordering::Relaxed) && shared.next.load(Ordering::Relaxed) < items,
     }
+}
+
+/// The calling thread's name (comm), if the kernel tells it.
+fn thread_name() -> Option<String> {
+    let mut buffer = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
+    if unsafe { libc::prctl(libc::PR_GET_NAME, buffer.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+    Some(String::from_utf8_lossy(&buffer[..end]).into_owned())
+}
+
+/// Names the calling thread (the kernel keeps the first 15 bytes).
+fn set_thread_name(name: &str) {
+    let mut buffer = [0u8; 16];
+    let bytes = &name.as_bytes()[..name.len().min(15)];
+    buffer[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: a NUL-terminated name of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, buffer.as_ptr()) };
 }
 
 impl Shared<'_> {

@@ -5,10 +5,13 @@ use crate::args::PlanArgs;
 use crate::output;
 use anyhow::{Context, bail};
 use coldstart_binary::human_bytes;
+use coldstart_pipeline::refine::{RefineOptions, refine_loop};
 use coldstart_plan::compile::{self, CompileOptions};
 use coldstart_prefetch::calibrate::{self, Calibration};
 use coldstart_prefetch::format;
+use coldstart_prefetch::launcher::Wrapper;
 use coldstart_profile::Profile;
+use coldstart_system::launch::{Forward, LaunchSpec};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -29,22 +32,16 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     if !(args.min_fraction > 0.0 && args.min_fraction <= 1.0) {
         bail!("--min-fraction must be above 0 and at most 1");
     }
-    let profile = Profile::open(&args.profile)?;
     let page_size = coldstart_system::cache::page_size();
     if args.max_extent_kb * 1024 < page_size {
         bail!("--max-extent-kb must be at least one page ({page_size} bytes)");
     }
+    if args.refine {
+        return refine(args);
+    }
+    let profile = Profile::open(&args.profile)?;
     let label = args.profile.display().to_string();
-    let mut options = CompileOptions {
-        runs: (!args.runs.is_empty()).then(|| args.runs.clone()),
-        min_fraction: args.min_fraction,
-        merge_gap_pages: args
-            .merge_gap_kb
-            .map_or(compile::DEFAULT_MERGE_GAP_BYTES, |kb| kb * 1024)
-            / page_size,
-        max_extent_pages: args.max_extent_kb * 1024 / page_size,
-        max_bytes: args.max_mb.map(|mb| mb << 20),
-    };
+    let mut options = compile_options(args, page_size);
     let mut compiled = compile::compile(&profile, &label, &options)
         .with_context(|| format!("cannot compile a plan from {label}"))?;
 
@@ -81,7 +78,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let text = format::write(&compiled.plan);
     let to_stdout = args.output == Path::new("-");
     if !to_stdout {
-        std::fs::write(&args.output, &text)
+        format::save(&compiled.plan, &args.output)
             .with_context(|| format!("cannot write {}", args.output.display()))?;
     }
     let plan = &compiled.plan;
@@ -118,4 +115,73 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn compile_options(args: &PlanArgs, page_size: u64) -> CompileOptions {
+    CompileOptions {
+        runs: (!args.runs.is_empty()).then(|| args.runs.clone()),
+        min_fraction: args.min_fraction,
+        merge_gap_pages: args
+            .merge_gap_kb
+            .map_or(compile::DEFAULT_MERGE_GAP_BYTES, |kb| kb * 1024)
+            / page_size,
+        max_extent_pages: args.max_extent_kb * 1024 / page_size,
+        max_bytes: args.max_mb.map(|mb| mb << 20),
+    }
+}
+
+/// `plan --refine`: the loop of `coldstart_pipeline::refine`.
+fn refine(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    if args.output == Path::new("-") {
+        bail!("--refine writes the plan to a file: give it with -o APP.plan");
+    }
+    if args.iterations == 0 {
+        bail!("--iterations must be at least 1");
+    }
+    if args.calibrate {
+        bail!(
+            "--calibrate and --refine cannot be combined: calibrate first, then refine with --merge-gap-kb"
+        );
+    }
+    // SAFETY: geteuid never fails.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "coldstart plan --refine traces cold starts, which needs root; run it as: sudo coldstart plan ... --refine -- PROGRAM (the program still runs as you)"
+        );
+    }
+    let page_size = coldstart_system::cache::page_size();
+    let options = RefineOptions {
+        profile: args.profile.clone(),
+        plan_path: args.output.clone(),
+        launch: LaunchSpec {
+            argv: args.command.clone(),
+            identity: args.run_as.identity()?,
+            ready_regex: args.readiness.regex()?,
+            ready_file: args.readiness.ready_file.clone(),
+            timeout: Some(args.readiness.timeout()?),
+            forward: Forward::Discard,
+            env: Vec::new(),
+        },
+        prefetcher: Wrapper::beside(
+            std::env::current_exe().context("cannot find coldstart's own executable")?,
+        ),
+        seeds: args.seeds,
+        iterations: args.iterations,
+        read_ahead_kb: args.read_ahead_kb,
+        compile: compile_options(args, page_size),
+    };
+    let interrupted = super::interrupt_flag()?;
+    let report = refine_loop(&options, &interrupted, &mut |line| {
+        output::step(&format!("coldstart plan: {line}"))
+    })?;
+    if args.json {
+        output::print_json(&report)?;
+    } else {
+        output::print_text(&coldstart_report::refine::render(&report))?;
+    }
+    Ok(if report.best.is_some() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

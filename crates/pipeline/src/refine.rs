@@ -1,0 +1,319 @@
+//! The refine loop: a plan that learns from the starts it serves.
+//!
+//! The seed plan is compiled from the profile's readahead-off runs (traced
+//! first when there are none). Then, in turn: a cold start of the program
+//! through the prefetcher with the current plan is traced at the device's
+//! normal readahead; its misses are counted (`coldstart_plan::misses`);
+//! the plan is refined from them (`coldstart_plan::refine`). The loop
+//! stops when the program's own reads stop shrinking, when it has run its
+//! iterations, or when it is interrupted. The plan file is replaced only
+//! by a plan whose start read less by itself than every plan before it,
+//! and always atomically, so an interrupted loop leaves the best plan
+//! measured so far.
+
+use crate::Step;
+use anyhow::Context;
+use coldstart_analyze::loaded::LoadedRun;
+use coldstart_plan::compile::{CompileOptions, compile};
+use coldstart_plan::misses::{MissAccount, account};
+use coldstart_plan::refine::{RefineStats, refine};
+use coldstart_prefetch::launcher::Wrapper;
+use coldstart_prefetch::{Plan, format};
+use coldstart_profile::{EndReason, Profile, RunId};
+use coldstart_record::trace::{TraceOptions, trace};
+use coldstart_system::launch::LaunchSpec;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A start counts as no longer improving when the program read at least
+/// this fraction of what it read with the best plan so far.
+pub const SHRINK_AT_LEAST: f64 = 0.95;
+
+pub struct RefineOptions {
+    pub profile: PathBuf,
+    /// Where the plan is written (replaced atomically when it improves).
+    pub plan_path: PathBuf,
+    /// The program, started as the user and with the readiness the caller
+    /// chose; the loop puts the prefetcher in front of it.
+    pub launch: LaunchSpec,
+    /// What starts the program with a plan (`coldstart-run`, or
+    /// `coldstart run`).
+    pub prefetcher: Wrapper,
+    /// Readahead-off starts to trace first when the profile has none.
+    pub seeds: usize,
+    /// Starts to trace with a plan, at most.
+    pub iterations: usize,
+    /// read_ahead_kb for the served starts (None: the device's own).
+    pub read_ahead_kb: Option<u64>,
+    pub compile: CompileOptions,
+}
+
+/// One traced start with a plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Iteration {
+    pub run: RunId,
+    /// The plan this start was served by (`PLAN.startN`).
+    pub plan: String,
+    pub plan_bytes: u64,
+    pub plan_extents: usize,
+    /// Whether this plan is the best so far and was written.
+    pub kept: bool,
+    pub misses: MissAccount,
+    /// How the next plan was refined from this start, when one was.
+    pub refined: Option<RefineStats>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RefineReport {
+    pub plan_path: String,
+    pub seed_runs: Vec<RunId>,
+    /// The seed runs traced by this loop (none when the profile had them).
+    pub seeds_traced: Vec<RunId>,
+    pub seed_bytes: u64,
+    pub iterations: Vec<Iteration>,
+    /// Index into `iterations` of the plan written.
+    pub best: Option<usize>,
+    pub stopped: String,
+}
+
+/// Runs the loop; `step` hears each stage, `interrupted` stops it between
+/// (and, through the tracer, inside) starts.
+pub fn refine_loop(
+    options: &RefineOptions,
+    interrupted: &AtomicBool,
+    step: Step<'_>,
+) -> anyhow::Result<RefineReport> {
+    let mut profile = Profile::create_or_open(&options.profile)?;
+    let label = options.profile.display().to_string();
+    let mut seeds_traced = Vec::new();
+    if seed_runs(&profile)?.is_empty() {
+        for i in 0..options.seeds {
+            check(interrupted)?;
+            step(&format!(
+                "tracing seed {} of {} with readahead off (the exact pages the start needs)",
+                i + 1,
+                options.seeds
+            ));
+            let summary = trace(
+                &mut profile,
+                &TraceOptions {
+                    read_ahead_kb: Some(0),
+                    ..TraceOptions::cold(clone_launch(&options.launch, None))
+                },
+                interrupted,
+                |_| {},
+                |_| {},
+            )
+            .context("tracing a seed start")?;
+            ended_well(summary.reason, summary.run)?;
+            seeds_traced.push(summary.run);
+        }
+    }
+    let seed = compile(&profile, &label, &options.compile)
+        .with_context(|| format!("cannot compile the seed plan from {label}"))?
+        .plan;
+    step(&format!(
+        "seed plan from runs {:?}: {} extents of {} files, {:.1} MiB",
+        seed.source.runs,
+        seed.extents.len(),
+        seed.files.len(),
+        mib(seed.bytes())
+    ));
+    let mut report = RefineReport {
+        plan_path: options.plan_path.display().to_string(),
+        seed_runs: seed.source.runs.clone(),
+        seeds_traced,
+        seed_bytes: seed.bytes(),
+        iterations: Vec::new(),
+        best: None,
+        stopped: format!("ran {} iterations", options.iterations),
+    };
+    let result = iterate(options, &mut profile, &seed, &mut report, interrupted, step);
+    if let Err(e) = result {
+        if report.best.is_none() {
+            return Err(e);
+        }
+        report.stopped = format!("{e:#}");
+    }
+    Ok(report)
+}
+
+fn iterate(
+    options: &RefineOptions,
+    profile: &mut Profile,
+    seed: &Plan,
+    report: &mut RefineReport,
+    interrupted: &AtomicBool,
+    step: Step<'_>,
+) -> anyhow::Result<()> {
+    let mut candidate = seed.clone();
+    let mut best_program_bytes: Option<u64> = None;
+    for i in 0..options.iterations {
+        check(interrupted)?;
+        let candidate_path = &start_plan_path(&options.plan_path, i + 1);
+        format::save(&candidate, candidate_path)
+            .with_context(|| format!("cannot write {}", candidate_path.display()))?;
+        make_readable(candidate_path);
+        step(&format!(
+            "start {} of at most {}: cold, through the prefetcher, with a {:.1} MiB plan",
+            i + 1,
+            options.iterations,
+            mib(candidate.bytes())
+        ));
+        let summary = trace(
+            profile,
+            &TraceOptions {
+                read_ahead_kb: options.read_ahead_kb,
+                ..TraceOptions::cold(clone_launch(
+                    &options.launch,
+                    Some((&options.prefetcher, candidate_path)),
+                ))
+            },
+            interrupted,
+            |_| {},
+            |_| {},
+        )
+        .context("tracing a start with the plan")?;
+        ended_well(summary.reason, summary.run)?;
+        let loaded = LoadedRun::load(profile, Some(summary.run))?;
+        let misses = account(&loaded, &candidate);
+        if misses.prefetcher_tasks == 0 {
+            anyhow::bail!(
+                "run {}: no prefetcher task ({}) in the traced start: is {} a coldstart prefetcher?",
+                summary.run,
+                coldstart_prefetch::replay::PREFETCHER_COMM,
+                options.prefetcher.path.display()
+            );
+        }
+        let better = best_program_bytes.is_none_or(|b| misses.program.bytes < b);
+        let shrinking = best_program_bytes
+            .is_none_or(|b| (misses.program.bytes as f64) < b as f64 * SHRINK_AT_LEAST);
+        step(&format!(
+            "  the prefetcher read {:.1} MiB, the program {:.1} MiB itself ({} demanded pages){}",
+            mib(misses.prefetcher.bytes),
+            mib(misses.program.bytes),
+            misses.program.demanded_pages,
+            if better {
+                ""
+            } else {
+                "; not better than the best plan, which stays"
+            }
+        ));
+        if better {
+            format::save(&candidate, &options.plan_path)
+                .with_context(|| format!("cannot write {}", options.plan_path.display()))?;
+            best_program_bytes = Some(misses.program.bytes);
+            report.best = Some(report.iterations.len());
+        }
+        report.iterations.push(Iteration {
+            run: summary.run,
+            plan: candidate_path.display().to_string(),
+            plan_bytes: candidate.bytes(),
+            plan_extents: candidate.extents.len(),
+            kept: better,
+            misses,
+            refined: None,
+        });
+        if !shrinking {
+            report.stopped = "the program's own reads stopped shrinking".to_string();
+            return Ok(());
+        }
+        if i + 1 == options.iterations {
+            break;
+        }
+        let refined = refine(
+            seed,
+            &candidate,
+            std::slice::from_ref(&loaded),
+            &options.compile,
+        );
+        if refined.plan == candidate {
+            report.stopped = "refining changed nothing".to_string();
+            return Ok(());
+        }
+        if let Some(last) = report.iterations.last_mut() {
+            last.refined = Some(refined.stats.clone());
+        }
+        step(&format!(
+            "  refined: {} pages added (demanded by misses), {} kept, {} dropped; {} read-around pages left out",
+            refined.stats.added_pages,
+            refined.stats.kept_pages,
+            refined.stats.dropped_pages,
+            refined.stats.window_pages_left_out
+        ));
+        candidate = refined.plan;
+    }
+    Ok(())
+}
+
+/// The profile's runs a plan is seeded from: complete, not served by a
+/// prefetcher.
+fn seed_runs(profile: &Profile) -> anyhow::Result<Vec<RunId>> {
+    let mut out = Vec::new();
+    for run in profile.runs()? {
+        if run.complete
+            && run.end_reason != Some(EndReason::Failed)
+            && !coldstart_plan::compile::served_by_prefetcher(&profile.processes(run.id)?)
+        {
+            out.push(run.id);
+        }
+    }
+    Ok(out)
+}
+
+fn check(interrupted: &AtomicBool) -> anyhow::Result<()> {
+    if interrupted.load(Ordering::Relaxed) {
+        anyhow::bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// A start the loop can learn from: it ran to its end or readiness.
+fn ended_well(reason: EndReason, run: RunId) -> anyhow::Result<()> {
+    match reason {
+        EndReason::Exited | EndReason::ReadyRegex | EndReason::ReadyFile => Ok(()),
+        other => anyhow::bail!(
+            "run {run} ended by {}: not a start to learn from",
+            other.as_str()
+        ),
+    }
+}
+
+/// The program's launch, behind the prefetcher with `plan` when given.
+fn clone_launch(launch: &LaunchSpec, prefetch: Option<(&Wrapper, &Path)>) -> LaunchSpec {
+    let argv = match prefetch {
+        Some((wrapper, plan)) => wrapper.argv(plan, &launch.argv),
+        None => launch.argv.clone(),
+    };
+    LaunchSpec {
+        argv,
+        identity: launch.identity.clone(),
+        ready_regex: launch.ready_regex.clone(),
+        ready_file: launch.ready_file.clone(),
+        timeout: launch.timeout,
+        forward: launch.forward,
+        env: launch.env.clone(),
+    }
+}
+
+/// The plan of the `start`-th start (from 1), beside the plan file: kept,
+/// so that `coldstart report --run N` finds the plan run N was served by.
+pub fn start_plan_path(plan: &Path, start: usize) -> PathBuf {
+    let name = plan
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plan".to_string());
+    plan.with_file_name(format!("{name}.start{start}"))
+}
+
+/// The program runs as the invoking user: it must be able to read the
+/// plan root wrote.
+fn make_readable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644));
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}

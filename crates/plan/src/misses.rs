@@ -1,0 +1,495 @@
+//! Miss accounting: in a traced start through `coldstart run` or
+//! `coldstart-run`, what the prefetcher read, what the program's own
+//! processes still read, and why each page the program read was not
+//! already there.
+//!
+//! The prefetcher's tasks are known by their name
+//! ([`PREFETCHER_COMM`]); every other task of the traced tree is the
+//! program. Each page the program brought into the cache gets one reason,
+//! decided in this order:
+//! - the file is not in the plan;
+//! - the file is in the plan, but the run saw another file at its path
+//!   (size, modification time or build-id differ), so the prefetcher
+//!   skipped it as changed;
+//! - the file is in the plan, but not that page;
+//! - the prefetcher had read the page earlier in the run and it was
+//!   evicted before the program needed it;
+//! - otherwise the page was planned and the program got there first (a
+//!   race: the prefetcher had not reached it, or never did).
+//!
+//! A page the program read is *demanded* when a fault, a read() or a user
+//! fault of the program named that very page; the others came in with a
+//! readahead window around a demanded page. Refining a plan adds demanded
+//! pages only.
+
+use crate::compile::{Identity, identity, plannable_path};
+use coldstart_analyze::loaded::{LoadedRun, event_pages};
+use coldstart_analyze::pages::PageSet;
+use coldstart_analyze::run::label;
+use coldstart_prefetch::Plan;
+use coldstart_prefetch::replay::PREFETCHER_COMM;
+use coldstart_profile::{FileId, PageEventKind, RunId};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// Why the program read a page itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MissReason {
+    FileNotInPlan,
+    FileChanged,
+    PageNotInPlan,
+    Evicted,
+    Race,
+}
+
+impl MissReason {
+    pub const ALL: [MissReason; 5] = [
+        MissReason::FileNotInPlan,
+        MissReason::FileChanged,
+        MissReason::PageNotInPlan,
+        MissReason::Evicted,
+        MissReason::Race,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            MissReason::FileNotInPlan => "file-not-in-plan",
+            MissReason::FileChanged => "file-changed",
+            MissReason::PageNotInPlan => "page-not-in-plan",
+            MissReason::Evicted => "evicted",
+            MissReason::Race => "race",
+        }
+    }
+
+    /// The reason in words, for tables.
+    pub const fn describe(self) -> &'static str {
+        match self {
+            MissReason::FileNotInPlan => "file not in the plan",
+            MissReason::FileChanged => "file changed since planned (skipped)",
+            MissReason::PageNotInPlan => "page not in the plan",
+            MissReason::Evicted => "prefetched, then evicted",
+            MissReason::Race => "planned, program got there first",
+        }
+    }
+}
+
+/// Pages and bytes, and how many of the pages were demanded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Count {
+    pub pages: u64,
+    pub bytes: u64,
+    /// Pages a fault, read() or user fault of the program named.
+    pub demanded_pages: u64,
+}
+
+impl Count {
+    fn add(&mut self, page_size: u64, demanded: bool) {
+        self.pages += 1;
+        self.bytes += page_size;
+        self.demanded_pages += u64::from(demanded);
+    }
+}
+
+/// A count per reason, in [`MissReason::ALL`]'s order, reasons with no
+/// page left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ByReason(pub Vec<(MissReason, Count)>);
+
+impl ByReason {
+    fn add(&mut self, reason: MissReason, page_size: u64, demanded: bool) {
+        match self.0.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, count)) => count.add(page_size, demanded),
+            None => {
+                let mut count = Count::default();
+                count.add(page_size, demanded);
+                self.0.push((reason, count));
+                self.0.sort_by_key(|(r, _)| *r);
+            }
+        }
+    }
+
+    pub fn get(&self, reason: MissReason) -> Count {
+        self.0
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map(|(_, c)| *c)
+            .unwrap_or_default()
+    }
+}
+
+/// What the program read anyway, in one process (thread group) of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessMisses {
+    /// The process id (thread group id).
+    pub pid: i32,
+    pub comm: Option<String>,
+    pub exe: Option<String>,
+    pub read: Count,
+    pub by_reason: ByReason,
+}
+
+/// One file: what the plan asked of it, what the prefetcher and the
+/// program read of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileMisses {
+    pub path: String,
+    /// Pages of it in the plan (0 when it is not planned).
+    pub planned_pages: u64,
+    pub in_plan: bool,
+    pub prefetched: Count,
+    pub program_read: Count,
+    pub by_reason: ByReason,
+}
+
+/// The accounting of one run against one plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct MissAccount {
+    pub run: RunId,
+    pub page_size: u64,
+    pub read_ahead_kb: Option<u64>,
+    /// Bytes the plan's extents cover.
+    pub plan_bytes: u64,
+    /// Tasks named as the prefetcher; 0 when the run was not started
+    /// through `coldstart run` or `coldstart-run`.
+    pub prefetcher_tasks: usize,
+    /// Pages the prefetcher brought into the cache.
+    pub prefetcher: Count,
+    /// Pages the program's processes brought into the cache themselves,
+    /// from files on devices.
+    pub program: Count,
+    /// Pages of in-kernel files (device 0: filesystem metadata the block
+    /// device's cache holds, shared memory) that entered the cache, by the
+    /// prefetcher and by the program; not in the counts above.
+    pub prefetcher_in_kernel: Count,
+    pub program_in_kernel: Count,
+    pub by_reason: ByReason,
+    /// Processes that read anything, most bytes first.
+    pub processes: Vec<ProcessMisses>,
+    /// Files the plan or the run read, the program's reads first, then
+    /// the prefetcher's, most first.
+    pub files: Vec<FileMisses>,
+}
+
+impl MissAccount {
+    /// The program's own reads over the plan's bytes: the issue's "under
+    /// 5%" target. None for an empty plan.
+    pub fn program_over_plan(&self) -> Option<f64> {
+        (self.plan_bytes > 0).then(|| self.program.bytes as f64 / self.plan_bytes as f64)
+    }
+}
+
+/// A page the program read itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Miss {
+    pub file: FileId,
+    pub page: u64,
+    pub reason: MissReason,
+    /// The reading task.
+    pub pid: i32,
+    pub t_ns: i64,
+    /// When the program first demanded the page (fault, read(), user
+    /// fault), if it did.
+    pub demanded_ns: Option<i64>,
+}
+
+/// The plan's files as the run knows them.
+struct PlanView {
+    /// Planned pages by path.
+    pages: HashMap<String, PageSet>,
+    identity: HashMap<String, Identity>,
+}
+
+impl PlanView {
+    fn new(plan: &Plan) -> PlanView {
+        let mut ranges: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
+        for e in &plan.extents {
+            ranges.entry(e.file).or_default().push((e.page, e.pages));
+        }
+        let mut pages = HashMap::new();
+        let mut identity = HashMap::new();
+        for (index, file) in plan.files.iter().enumerate() {
+            pages.insert(
+                file.path.clone(),
+                PageSet::from_ranges(ranges.remove(&index).unwrap_or_default()),
+            );
+            identity.insert(
+                file.path.clone(),
+                Identity {
+                    size: file.size,
+                    mtime_ns: file.mtime_ns,
+                    build_id: file.build_id.clone(),
+                },
+            );
+        }
+        PlanView { pages, identity }
+    }
+}
+
+/// Whether task `pid` of `run` is one of the prefetcher's.
+pub fn prefetcher_tasks(run: &LoadedRun) -> HashSet<i32> {
+    run.tree_processes()
+        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+        .map(|p| p.pid)
+        .collect()
+}
+
+/// Every page the program's processes read themselves in `run`, with its
+/// reason against `plan`, in the order they were read.
+pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
+    let view = PlanView::new(plan);
+    let prefetcher = prefetcher_tasks(run);
+    // Per file id: the path the plan would know it by, and whether the run
+    // saw the file the plan recorded.
+    let mut in_plan: HashMap<FileId, (Option<&PageSet>, bool)> = HashMap::new();
+    // Files of device 0 (shared memory, memfd, the kernel's own) enter the
+    // cache without reading any device: not misses.
+    let mut in_kernel: HashSet<FileId> = HashSet::new();
+    for file in &run.files {
+        if libc::major(file.dev as libc::dev_t) == 0 {
+            in_kernel.insert(file.id);
+        }
+        let path = plannable_path(file)
+            .map(str::to_string)
+            .unwrap_or_else(|| label(file));
+        let planned = view.pages.get(&path);
+        let same = match (view.identity.get(&path), identity(file)) {
+            (Some(want), Some(seen)) => want.same(&seen),
+            // A size the run could not learn says nothing against the plan.
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        in_plan.insert(file.id, (planned, same));
+    }
+
+    let mut prefetched: HashSet<(FileId, u64)> = HashSet::new();
+    let mut evicted: HashSet<(FileId, u64)> = HashSet::new();
+    let mut read: HashMap<(FileId, u64), usize> = HashMap::new();
+    let mut demanded: HashMap<(FileId, u64), i64> = HashMap::new();
+    let mut out: Vec<Miss> = Vec::new();
+    for e in run
+        .events
+        .iter()
+        .filter(|e| !in_kernel.contains(&e.file_id))
+    {
+        let ours = run.in_tree(e.pid);
+        match e.kind {
+            PageEventKind::Evict => {
+                for page in event_pages(e) {
+                    if prefetched.contains(&(e.file_id, page)) {
+                        evicted.insert((e.file_id, page));
+                    }
+                }
+            }
+            PageEventKind::Read if ours && prefetcher.contains(&e.pid) => {
+                for page in event_pages(e) {
+                    prefetched.insert((e.file_id, page));
+                    evicted.remove(&(e.file_id, page));
+                }
+            }
+            PageEventKind::Read if ours => {
+                let (planned, same) = in_plan.get(&e.file_id).copied().unwrap_or((None, false));
+                for page in event_pages(e) {
+                    let key = (e.file_id, page);
+                    let reason = match planned {
+                        None => MissReason::FileNotInPlan,
+                        Some(_) if !same => MissReason::FileChanged,
+                        Some(set) if !contains(set, page) => MissReason::PageNotInPlan,
+                        Some(_) if evicted.contains(&key) => MissReason::Evicted,
+                        Some(_) => MissReason::Race,
+                    };
+                    read.insert(key, out.len());
+                    out.push(Miss {
+                        file: e.file_id,
+                        page,
+                        reason,
+                        pid: e.pid,
+                        t_ns: e.t_ns,
+                        demanded_ns: None,
+                    });
+                }
+            }
+            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
+                if ours && !prefetcher.contains(&e.pid) =>
+            {
+                for page in event_pages(e) {
+                    demanded.entry((e.file_id, page)).or_insert(e.t_ns);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (key, index) in read {
+        out[index].demanded_ns = demanded.get(&key).copied();
+    }
+    out
+}
+
+fn contains(set: &PageSet, page: u64) -> bool {
+    set.pages_overlapping(page, page + 1, 1) > 0
+}
+
+/// The accounting of `run` against `plan`: [`misses`] summed per reason,
+/// process and file, and the prefetcher's reads.
+pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
+    let page_size = run.page_size();
+    let prefetcher = prefetcher_tasks(run);
+    let view = PlanView::new(plan);
+    let path_of: HashMap<FileId, String> = run
+        .files
+        .iter()
+        .map(|f| {
+            let path = plannable_path(f)
+                .map(str::to_string)
+                .unwrap_or_else(|| label(f));
+            (f.id, path)
+        })
+        .collect();
+
+    let in_kernel: HashSet<FileId> = run
+        .files
+        .iter()
+        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .map(|f| f.id)
+        .collect();
+    let mut prefetcher_in_kernel = Count::default();
+    let mut program_in_kernel = Count::default();
+    let mut prefetched = Count::default();
+    let mut prefetched_by_file: HashMap<String, Count> = HashMap::new();
+    for e in run
+        .events
+        .iter()
+        .filter(|e| e.kind == PageEventKind::Read && run.in_tree(e.pid))
+    {
+        let pages = event_pages(e);
+        let n = pages.end - pages.start;
+        if in_kernel.contains(&e.file_id) {
+            let count = if prefetcher.contains(&e.pid) {
+                &mut prefetcher_in_kernel
+            } else {
+                &mut program_in_kernel
+            };
+            count.pages += n;
+            count.bytes += n * page_size;
+            continue;
+        }
+        if !prefetcher.contains(&e.pid) {
+            continue;
+        }
+        prefetched.pages += n;
+        prefetched.bytes += n * page_size;
+        let count = prefetched_by_file
+            .entry(path_of.get(&e.file_id).cloned().unwrap_or_default())
+            .or_default();
+        count.pages += n;
+        count.bytes += n * page_size;
+    }
+
+    let mut program = Count::default();
+    let mut by_reason = ByReason::default();
+    let mut processes: HashMap<i32, (Count, ByReason)> = HashMap::new();
+    let mut file_reads: HashMap<String, (Count, ByReason)> = HashMap::new();
+    for miss in misses(run, plan) {
+        let demanded = miss.demanded_ns.is_some();
+        program.add(page_size, demanded);
+        by_reason.add(miss.reason, page_size, demanded);
+        let process = run.tree_process(miss.pid).unwrap_or(miss.pid);
+        let (count, reasons) = processes.entry(process).or_default();
+        count.add(page_size, demanded);
+        reasons.add(miss.reason, page_size, demanded);
+        let (count, reasons) = file_reads
+            .entry(path_of.get(&miss.file).cloned().unwrap_or_default())
+            .or_default();
+        count.add(page_size, demanded);
+        reasons.add(miss.reason, page_size, demanded);
+    }
+
+    let mut process_rows: Vec<ProcessMisses> = processes
+        .into_iter()
+        .map(|(pid, (read, by_reason))| {
+            let row = run.processes.iter().find(|p| p.pid == pid);
+            ProcessMisses {
+                pid,
+                comm: row.and_then(|p| p.comm.clone()),
+                exe: row.and_then(|p| p.exe.clone()),
+                read,
+                by_reason,
+            }
+        })
+        .collect();
+    process_rows.sort_by(|a, b| b.read.bytes.cmp(&a.read.bytes).then(a.pid.cmp(&b.pid)));
+
+    let mut paths: HashSet<String> = file_reads.keys().cloned().collect();
+    paths.extend(prefetched_by_file.keys().cloned());
+    paths.extend(view.pages.keys().cloned());
+    let mut file_rows: Vec<FileMisses> = paths
+        .into_iter()
+        .map(|path| {
+            let (program_read, by_reason) = file_reads.remove(&path).unwrap_or_default();
+            FileMisses {
+                planned_pages: view.pages.get(&path).map_or(0, PageSet::len),
+                in_plan: view.pages.contains_key(&path),
+                prefetched: prefetched_by_file.remove(&path).unwrap_or_default(),
+                program_read,
+                by_reason,
+                path,
+            }
+        })
+        .collect();
+    file_rows.sort_by(|a, b| {
+        b.program_read
+            .bytes
+            .cmp(&a.program_read.bytes)
+            .then(b.prefetched.bytes.cmp(&a.prefetched.bytes))
+            .then(a.path.cmp(&b.path))
+    });
+
+    MissAccount {
+        run: run.id(),
+        page_size,
+        read_ahead_kb: run.run.start.read_ahead_kb,
+        plan_bytes: plan.bytes(),
+        prefetcher_tasks: prefetcher.len(),
+        prefetcher: prefetched,
+        program,
+        prefetcher_in_kernel,
+        program_in_kernel,
+        by_reason,
+        processes: process_rows,
+        files: file_rows,
+    }
+}
+
+/// The plan a run's command line gave the prefetcher: `--plan PATH` (or
+/// `--plan=PATH`) of a `coldstart-run ... -- PROGRAM` or `coldstart run
+/// ... -- PROGRAM` command line. Relative paths are the run's working
+/// directory's.
+pub fn plan_of_run(run: &coldstart_profile::Run) -> Option<std::path::PathBuf> {
+    let argv = &run.start.argv;
+    let name = |s: &str| {
+        std::path::Path::new(s)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let options = match argv.first().map(|a| name(a)).as_deref() {
+        Some("coldstart-run") => &argv[1..],
+        Some("coldstart") if argv.get(1).map(String::as_str) == Some("run") => &argv[2..],
+        _ => return None,
+    };
+    let mut words = options.iter().take_while(|w| w.as_str() != "--");
+    let mut found = None;
+    while let Some(word) = words.next() {
+        if word == "--plan" {
+            found = words.next().cloned();
+        } else if let Some(value) = word.strip_prefix("--plan=") {
+            found = Some(value.to_string());
+        }
+    }
+    let path = std::path::PathBuf::from(found?);
+    Some(if path.is_absolute() {
+        path
+    } else {
+        std::path::Path::new(&run.start.cwd).join(path)
+    })
+}

@@ -1,0 +1,116 @@
+//! A start through the prefetcher as text: what the prefetcher read, what
+//! the program still read itself and why, per process and per file.
+
+use crate::table::{Style, Table, heading, thousands};
+use coldstart_binary::human_bytes;
+use coldstart_plan::misses::{ByReason, MissAccount, MissReason};
+use std::fmt::Write as _;
+
+/// The accounting, with at most `top` processes and files.
+pub fn render(account: &MissAccount, top: usize) -> String {
+    let mut out = String::new();
+    heading(&mut out, Style::Plain, "Prefetcher and misses");
+    let _ = writeln!(
+        out,
+        "plan {}; the prefetcher ({} tasks) read {}; the program read {} itself ({} pages, {} of them demanded, the rest read around them){}",
+        human_bytes(account.plan_bytes),
+        account.prefetcher_tasks,
+        human_bytes(account.prefetcher.bytes),
+        human_bytes(account.program.bytes),
+        thousands(account.program.pages),
+        thousands(account.program.demanded_pages),
+        account
+            .program_over_plan()
+            .map(|r| format!(", {:.1}% of the plan", r * 100.0))
+            .unwrap_or_default(),
+    );
+    if account.prefetcher_in_kernel.pages + account.program_in_kernel.pages > 0 {
+        let _ = writeln!(
+            out,
+            "in-kernel files (filesystem metadata, shared memory), not counted above: the prefetcher brought in {}, the program {}",
+            human_bytes(account.prefetcher_in_kernel.bytes),
+            human_bytes(account.program_in_kernel.bytes)
+        );
+    }
+    if account.prefetcher_tasks == 0 {
+        out.push_str(
+            "no prefetcher task in this run: it was not started through coldstart run or coldstart-run, \
+             so every read counts as the program's\n",
+        );
+    }
+    let mut reasons = Table::new(&["why the program read it", ">read", ">pages", ">demanded"]);
+    for (reason, count) in &account.by_reason.0 {
+        reasons.row(vec![
+            reason.describe().to_string(),
+            human_bytes(count.bytes),
+            thousands(count.pages),
+            thousands(count.demanded_pages),
+        ]);
+    }
+    if !reasons.is_empty() {
+        out.push('\n');
+        out.push_str(&reasons.render(Style::Plain, ""));
+    }
+
+    let mut processes = Table::new(&[">pid", "process", ">read", "by reason"]);
+    for p in account.processes.iter().take(top) {
+        processes.row(vec![
+            p.pid.to_string(),
+            p.comm.clone().unwrap_or_else(|| "?".to_string()),
+            human_bytes(p.read.bytes),
+            reason_list(&p.by_reason),
+        ]);
+    }
+    if !processes.is_empty() {
+        out.push('\n');
+        out.push_str(&processes.render(Style::Plain, ""));
+    }
+
+    let mut files = Table::new(&[
+        ">planned",
+        ">prefetched",
+        ">program read",
+        ">demanded",
+        "by reason",
+        "file",
+    ]);
+    for f in account
+        .files
+        .iter()
+        .filter(|f| f.program_read.pages > 0 || f.prefetched.pages > 0)
+        .take(top)
+    {
+        files.row(vec![
+            if f.in_plan {
+                human_bytes(f.planned_pages * account.page_size)
+            } else {
+                "-".to_string()
+            },
+            human_bytes(f.prefetched.bytes),
+            human_bytes(f.program_read.bytes),
+            thousands(f.program_read.demanded_pages),
+            reason_list(&f.by_reason),
+            f.path.clone(),
+        ]);
+    }
+    if !files.is_empty() {
+        out.push('\n');
+        out.push_str(&files.render(Style::Plain, ""));
+    }
+    out
+}
+
+/// "page-not-in-plan 1.2 MiB, race 40 KiB".
+fn reason_list(reasons: &ByReason) -> String {
+    let parts: Vec<String> = MissReason::ALL
+        .iter()
+        .map(|&r| (r, reasons.get(r)))
+        .filter(|(_, c)| c.pages > 0)
+        .map(|(r, c)| format!("{} {}", r.as_str(), human_bytes(c.bytes)))
+        .collect();
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
