@@ -5,9 +5,10 @@
 //! through the prefetcher with the current plan is traced at the device's
 //! normal readahead; its misses are counted (`coldstart_plan::misses`);
 //! the plan is refined from them (`coldstart_plan::refine`). The loop
-//! stops when the program's own reads stop shrinking, when it has run its
-//! iterations, or when it is interrupted. The plan file is replaced only
-//! by a plan whose start read less by itself than every plan before it,
+//! stops when the misses a plan can fix ([`plannable_misses`]) stop
+//! shrinking, when it has run its iterations, or when it is interrupted.
+//! The plan file is replaced only by a plan whose start left fewer of them
+//! (or as few, and read less) than every plan before it,
 //! and always atomically, so an interrupted loop leaves the best plan
 //! measured so far.
 
@@ -26,9 +27,23 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A start counts as no longer improving when the program read at least
-/// this fraction of what it read with the best plan so far.
+/// A start counts as no longer improving when it left at least this
+/// fraction of the plannable misses the best plan so far left.
 pub const SHRINK_AT_LEAST: f64 = 0.95;
+
+/// What a refinement can still fix in a start: the pages the program
+/// demanded that the plan did not hold (its file or its page was not in
+/// it). Races, evictions and the program's own readahead are not fixed by
+/// adding pages; and the bytes a start reads vary more from start to start
+/// (a race triggers a readahead window of up to read_ahead_kb) than this
+/// count does, so the loop judges plans by it.
+pub fn plannable_misses(misses: &MissAccount) -> u64 {
+    use coldstart_plan::misses::MissReason;
+    [MissReason::FileNotInPlan, MissReason::PageNotInPlan]
+        .iter()
+        .map(|&r| misses.by_reason.get(r).demanded_pages)
+        .sum()
+}
 
 pub struct RefineOptions {
     pub profile: PathBuf,
@@ -148,7 +163,8 @@ fn iterate(
     step: Step<'_>,
 ) -> anyhow::Result<()> {
     let mut candidate = seed.clone();
-    let mut best_program_bytes: Option<u64> = None;
+    // (plannable misses, bytes the program read) of the best start so far.
+    let mut best: Option<(u64, u64)> = None;
     for i in 0..options.iterations {
         check(interrupted)?;
         let candidate_path = &start_plan_path(&options.plan_path, i + 1);
@@ -186,14 +202,14 @@ fn iterate(
                 options.prefetcher.path.display()
             );
         }
-        let better = best_program_bytes.is_none_or(|b| misses.program.bytes < b);
-        let shrinking = best_program_bytes
-            .is_none_or(|b| (misses.program.bytes as f64) < b as f64 * SHRINK_AT_LEAST);
+        let score = (plannable_misses(&misses), misses.program.bytes);
+        let better = best.is_none_or(|b| score < b);
+        let shrinking = best.is_none_or(|(b, _)| (score.0 as f64) < b as f64 * SHRINK_AT_LEAST);
         step(&format!(
-            "  the prefetcher read {:.1} MiB, the program {:.1} MiB itself ({} demanded pages){}",
+            "  the prefetcher read {:.1} MiB, the program {:.1} MiB itself; {} pages it demanded were not in the plan{}",
             mib(misses.prefetcher.bytes),
             mib(misses.program.bytes),
-            misses.program.demanded_pages,
+            score.0,
             if better {
                 ""
             } else {
@@ -203,7 +219,7 @@ fn iterate(
         if better {
             format::save(&candidate, &options.plan_path)
                 .with_context(|| format!("cannot write {}", options.plan_path.display()))?;
-            best_program_bytes = Some(misses.program.bytes);
+            best = Some(score);
             report.best = Some(report.iterations.len());
         }
         report.iterations.push(Iteration {
@@ -216,7 +232,7 @@ fn iterate(
             refined: None,
         });
         if !shrinking {
-            report.stopped = "the program's own reads stopped shrinking".to_string();
+            report.stopped = "the misses a plan can fix stopped shrinking".to_string();
             return Ok(());
         }
         if i + 1 == options.iterations {

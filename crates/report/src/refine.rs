@@ -3,7 +3,7 @@
 
 use crate::table::{Style, Table, thousands};
 use coldstart_binary::human_bytes;
-use coldstart_pipeline::refine::RefineReport;
+use coldstart_pipeline::refine::{RefineReport, plannable_misses};
 use std::fmt::Write as _;
 
 pub fn render(report: &RefineReport) -> String {
@@ -15,7 +15,7 @@ pub fn render(report: &RefineReport) -> String {
         ">prefetcher read",
         ">program read",
         ">% of plan",
-        ">demanded pages",
+        ">demanded, not planned",
         ">added",
         ">dropped",
         "kept",
@@ -31,7 +31,7 @@ pub fn render(report: &RefineReport) -> String {
             m.program_over_plan()
                 .map(|r| format!("{:.1}", r * 100.0))
                 .unwrap_or_else(|| "-".to_string()),
-            thousands(m.program.demanded_pages),
+            thousands(plannable_misses(m)),
             it.refined
                 .as_ref()
                 .map_or("-".to_string(), |r| thousands(r.added_pages)),
