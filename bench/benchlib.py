@@ -72,3 +72,38 @@ def timed(argv, **kwargs):
     start = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, **kwargs)
     return time.perf_counter() - start
+
+
+class ReadAhead:
+    """Sets read_ahead_kb of every backing device for a `with` block and
+    restores each device's own value on every way out (None leaves them)."""
+
+    def __init__(self, kb):
+        self.kb = kb
+        self.saved = {}
+
+    def __enter__(self):
+        if self.kb is not None:
+            import glob
+            self.saved = {p: open(p).read().strip()
+                          for p in glob.glob("/sys/class/bdi/*/read_ahead_kb")}
+            for path in self.saved:
+                with open(path, "w") as f:
+                    f.write(str(self.kb))
+        return self
+
+    def __exit__(self, *exc):
+        for path, value in self.saved.items():
+            with open(path, "w") as f:
+                f.write(value)
+        return False
+
+
+def read_ahead_of(path):
+    """read_ahead_kb of the device holding `path`, as text."""
+    dev = os.stat(path).st_dev
+    try:
+        with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"

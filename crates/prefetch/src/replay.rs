@@ -153,15 +153,21 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
         bytes: AtomicU64::new(0),
         errors: Mutex::new(Vec::new()),
     };
-    // Work items: the plan's files first (opening them is the metadata part
-    // of the start: path lookups and inodes), then its extents in order; for
-    // the whole-file peers, one item per file.
-    let items = plan.files.len()
-        + if options.method.whole_files() {
-            plan.files.len()
-        } else {
-            plan.extents.len()
-        };
+    // Work items: the plan's extents in order (for the whole-file peers,
+    // one item per file), each file opened and checked when its first
+    // extent comes up. Beside the workers, one more thread opens every file
+    // of the plan in its order: the files only opened (warming their path
+    // lookup and inode for the program) and the others ahead of their
+    // extents. Opening them all before the first extent, as this did at
+    // first, kept every worker off the device for the first 50-100 ms of a
+    // cold Firefox start (226 files, each with its build-id read from the
+    // device), while the program raced ahead and read its libraries itself
+    // with readahead windows around them.
+    let items = if options.method.whole_files() {
+        plan.files.len()
+    } else {
+        plan.extents.len()
+    };
     let threads = options.threads.max(1);
     // The workers are created under the prefetcher's name; the calling
     // thread gets its own back afterwards (with --wait it is the thread that
@@ -169,6 +175,14 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
     let own_name = thread_name();
     set_thread_name(PREFETCHER_COMM);
     std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for index in 0..plan.files.len() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let _ = shared.open(index);
+            }
+        });
         for _ in 0..threads {
             scope.spawn(|| {
                 loop {
@@ -235,13 +249,7 @@ fn set_thread_name(name: &str) {
 }
 
 impl Shared<'_> {
-    fn work(&self, item: usize) {
-        let files = self.plan.files.len();
-        if item < files {
-            self.open(item);
-            return;
-        }
-        let index = item - files;
+    fn work(&self, index: usize) {
         let page_size = self.plan.page_size;
         let (file, offset, len) = if self.method.whole_files() {
             (index, 0, self.plan.files[index].size)

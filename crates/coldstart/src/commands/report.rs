@@ -74,7 +74,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         let mut text = coldstart_report::run::render(&report, &view);
         if let Some(account) = &misses {
             text.push('\n');
-            text.push_str(&coldstart_report::misses::render(account, args.top.0.unwrap_or(usize::MAX)));
+            text.push_str(&coldstart_report::misses::render(
+                account,
+                args.top.0.unwrap_or(usize::MAX),
+            ));
         }
         output::print_text(&text)?;
     }
@@ -116,7 +119,9 @@ fn misses(
             ));
             return Ok(None);
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot read the plan {}", path.display())),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read the plan {}", path.display()));
+        }
     };
     let plan = coldstart_prefetch::format::parse(&text, &path)?;
     Ok(Some(account(&loaded, &plan)))
