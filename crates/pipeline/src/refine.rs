@@ -16,7 +16,7 @@ use crate::Step;
 use anyhow::Context;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::compile::{CompileOptions, compile};
-use coldstart_plan::misses::{MissAccount, account};
+use coldstart_plan::misses::{MissAccount, MissReason, account};
 use coldstart_plan::refine::{RefineStats, refine};
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_prefetch::{Plan, format};
@@ -31,6 +31,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// fraction of the plannable misses the best plan so far left.
 pub const SHRINK_AT_LEAST: f64 = 0.95;
 
+/// A start in which pages the prefetcher read and the program later
+/// needed were evicted, more than this fraction of the plan's bytes, was
+/// disturbed (memory pressure, caches dropped by something else) and is
+/// traced once more.
+pub const DISTURBED_AT: f64 = 0.01;
+
 /// What a refinement can still fix in a start: the pages the program
 /// demanded that the plan did not hold (its file or its page was not in
 /// it). Races, evictions and the program's own readahead are not fixed by
@@ -38,7 +44,6 @@ pub const SHRINK_AT_LEAST: f64 = 0.95;
 /// (a race triggers a readahead window of up to read_ahead_kb) than this
 /// count does, so the loop judges plans by it.
 pub fn plannable_misses(misses: &MissAccount) -> u64 {
-    use coldstart_plan::misses::MissReason;
     [MissReason::FileNotInPlan, MissReason::PageNotInPlan]
         .iter()
         .map(|&r| misses.by_reason.get(r).demanded_pages)
@@ -165,6 +170,7 @@ fn iterate(
     let mut candidate = seed.clone();
     // (plannable misses, bytes the program read) of the best start so far.
     let mut best: Option<(u64, u64)> = None;
+    let mut retried: Vec<usize> = Vec::new();
     for i in 0..options.iterations {
         check(interrupted)?;
         let candidate_path = &start_plan_path(&options.plan_path, i + 1);
@@ -177,31 +183,47 @@ fn iterate(
             options.iterations,
             mib(candidate.bytes())
         ));
-        let summary = trace(
-            profile,
-            &TraceOptions {
-                read_ahead_kb: options.read_ahead_kb,
-                ..TraceOptions::cold(clone_launch(
-                    &options.launch,
-                    Some((&options.prefetcher, candidate_path)),
-                ))
-            },
-            interrupted,
-            |_| {},
-            |_| {},
-        )
-        .context("tracing a start with the plan")?;
-        ended_well(summary.reason, summary.run)?;
-        let loaded = LoadedRun::load(profile, Some(summary.run))?;
-        let misses = account(&loaded, &candidate);
-        if misses.prefetcher_tasks == 0 {
-            anyhow::bail!(
-                "run {}: no prefetcher task ({}) in the traced start: is {} a coldstart prefetcher?",
+        let (summary, loaded, misses) = loop {
+            let summary = trace(
+                profile,
+                &TraceOptions {
+                    read_ahead_kb: options.read_ahead_kb,
+                    ..TraceOptions::cold(clone_launch(
+                        &options.launch,
+                        Some((&options.prefetcher, candidate_path)),
+                    ))
+                },
+                interrupted,
+                |_| {},
+                |_| {},
+            )
+            .context("tracing a start with the plan")?;
+            ended_well(summary.reason, summary.run)?;
+            let loaded = LoadedRun::load(profile, Some(summary.run))?;
+            let misses = account(&loaded, &candidate);
+            if misses.prefetcher_tasks == 0 {
+                anyhow::bail!(
+                    "run {}: no prefetcher task ({}) in the traced start: is {} a coldstart prefetcher?",
+                    summary.run,
+                    coldstart_prefetch::replay::PREFETCHER_COMM,
+                    options.prefetcher.path.display()
+                );
+            }
+            let evicted = misses.by_reason.get(MissReason::Evicted).bytes;
+            if evicted as f64 <= DISTURBED_AT * misses.plan_bytes as f64 || retried.contains(&i) {
+                break (summary, loaded, misses);
+            }
+            // Something else evicted what the prefetcher read (memory
+            // pressure, another tool dropping caches): the start says
+            // nothing about the plan. Once more.
+            retried.push(i);
+            check(interrupted)?;
+            step(&format!(
+                "  run {}: {:.1} MiB the prefetcher read were evicted before the program used them: tracing this start again",
                 summary.run,
-                coldstart_prefetch::replay::PREFETCHER_COMM,
-                options.prefetcher.path.display()
-            );
-        }
+                mib(evicted)
+            ));
+        };
         let score = (plannable_misses(&misses), misses.program.bytes);
         let better = best.is_none_or(|b| score < b);
         let shrinking = best.is_none_or(|(b, _)| (score.0 as f64) < b as f64 * SHRINK_AT_LEAST);
