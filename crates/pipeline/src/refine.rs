@@ -5,8 +5,13 @@
 //! through the prefetcher with the current plan is traced at the device's
 //! normal readahead; its misses are counted (`coldstart_plan::misses`);
 //! the plan is refined from them (`coldstart_plan::refine`). The loop
-//! stops when the program's own reads stop shrinking, when it has run its
-//! iterations, or when it is interrupted. The plan file is replaced only
+//! stops when a start leaves nothing to learn (refining it changes
+//! nothing), when it has run its iterations, or when it is interrupted.
+//! It does not stop on the bytes the program read: at a large readahead a
+//! start reads a whole window for the one unplanned page it demands, so
+//! its bytes stay flat while the plan still learns a page per window per
+//! start (the touches of pages a window already brought in are not seen
+//! until that window is gone). The plan file is replaced only
 //! by a plan whose start read less by itself than every plan before it,
 //! and always atomically, so an interrupted loop leaves the best plan
 //! measured so far.
@@ -25,10 +30,6 @@ use coldstart_system::launch::LaunchSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// A start counts as no longer improving when the program read at least
-/// this fraction of what it read with the best plan so far.
-pub const SHRINK_AT_LEAST: f64 = 0.95;
 
 pub struct RefineOptions {
     pub profile: PathBuf,
@@ -187,8 +188,6 @@ fn iterate(
             );
         }
         let better = best_program_bytes.is_none_or(|b| misses.program.bytes < b);
-        let shrinking = best_program_bytes
-            .is_none_or(|b| (misses.program.bytes as f64) < b as f64 * SHRINK_AT_LEAST);
         step(&format!(
             "  the prefetcher read {:.1} MiB, the program {:.1} MiB itself ({} demanded pages){}",
             mib(misses.prefetcher.bytes),
@@ -215,10 +214,6 @@ fn iterate(
             misses,
             refined: None,
         });
-        if !shrinking {
-            report.stopped = "the program's own reads stopped shrinking".to_string();
-            return Ok(());
-        }
         if i + 1 == options.iterations {
             break;
         }
