@@ -586,9 +586,9 @@ seeds the plan from the profile's readahead-off runs (tracing --seeds of them fi
 there are none), then traces cold starts of the program through coldstart-run with the \
 plan at the device's readahead, adds the pages the program still had to read itself (the \
 page each fault or read() demanded, not the readahead window around it), drops pages an \
-earlier refinement added that the program no longer uses, and repeats until the \
-program's own reads stop shrinking. The plan file is replaced, atomically, only by a plan \
-that did better than every one before it. The served starts are kept in the profile \
+earlier refinement added that the program no longer uses, and repeats until a start \
+leaves nothing to learn or --iterations have run. The plan file is replaced, atomically, \
+only by a plan that did better than every one before it. The served starts are kept in the profile \
 (`coldstart report --plan` explains each) and never seed a plan.";
 
 const PLAN_EXAMPLES: &str = "\
@@ -647,7 +647,7 @@ pub struct PlanArgs {
     pub json: bool,
 
     /// Refine the plan from traced starts of the program (after --) through the
-    /// prefetcher, until its own reads stop shrinking (root)
+    /// prefetcher, until a start leaves nothing to learn (root)
     #[arg(long, requires = "command")]
     pub refine: bool,
 

@@ -5,10 +5,15 @@
 //! through the prefetcher with the current plan is traced at the device's
 //! normal readahead; its misses are counted (`coldstart_plan::misses`);
 //! the plan is refined from them (`coldstart_plan::refine`). The loop
-//! stops when the misses a plan can fix ([`plannable_misses`]) stop
-//! shrinking, when it has run its iterations, or when it is interrupted.
-//! The plan file is replaced only by a plan whose start left fewer of them
-//! (or as few, and read less) than every plan before it,
+//! stops when a start leaves nothing to learn (refining it changes
+//! nothing), when it has run its iterations, or when it is interrupted.
+//! It does not stop when a start's misses fail to shrink: at a large
+//! readahead a start reads a whole window for the one unplanned page it
+//! demands, so the plan learns about a page per window per start (touches
+//! of pages a window already brought in are not seen until that window is
+//! gone) while the counts stay flat. The plan file is replaced only by a
+//! plan whose start left fewer of the misses a plan can fix
+//! ([`plannable_misses`]), or as few and read less, than every plan before it,
 //! and always atomically, so an interrupted loop leaves the best plan
 //! measured so far.
 
@@ -26,10 +31,6 @@ use coldstart_system::launch::LaunchSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// A start counts as no longer improving when it left at least this
-/// fraction of the plannable misses the best plan so far left.
-pub const SHRINK_AT_LEAST: f64 = 0.95;
 
 /// A start in which pages the prefetcher read and the program later
 /// needed were evicted, more than this fraction of the plan's bytes, was
@@ -226,7 +227,6 @@ fn iterate(
         };
         let score = (plannable_misses(&misses), misses.program.bytes);
         let better = best.is_none_or(|b| score < b);
-        let shrinking = best.is_none_or(|(b, _)| (score.0 as f64) < b as f64 * SHRINK_AT_LEAST);
         step(&format!(
             "  the prefetcher read {:.1} MiB, the program {:.1} MiB itself; {} pages it demanded were not in the plan{}",
             mib(misses.prefetcher.bytes),
@@ -253,10 +253,6 @@ fn iterate(
             misses,
             refined: None,
         });
-        if !shrinking {
-            report.stopped = "the misses a plan can fix stopped shrinking".to_string();
-            return Ok(());
-        }
         if i + 1 == options.iterations {
             break;
         }
