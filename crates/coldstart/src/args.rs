@@ -384,6 +384,17 @@ pub struct ReportArgs {
     #[arg(long, value_name = "APP.plan")]
     pub plan: Option<PathBuf>,
 
+    /// With --plan and --request-us: predict the floor, the best cold start a perfect
+    /// prefetch of the plan could reach on a device streaming this many MB/s, with this
+    /// run (best a warm start, `trace --cache warm`) giving when each extent is first
+    /// used (`plan --calibrate` measures both figures)
+    #[arg(long, value_name = "MB_S", requires_all = ["plan", "request_us"])]
+    pub bandwidth_mb_s: Option<f64>,
+
+    /// The device's time per request with the prefetcher's reads in flight, for the floor
+    #[arg(long, value_name = "US", requires_all = ["plan", "bandwidth_mb_s"])]
+    pub request_us: Option<f64>,
+
     /// Write the chart as SVG
     #[arg(long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,

@@ -5,6 +5,7 @@
 //! (SQLite).
 
 pub mod compile;
+pub mod floor;
 pub mod misses;
 pub mod refine;
 

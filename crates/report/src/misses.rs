@@ -114,3 +114,26 @@ fn reason_list(reasons: &ByReason) -> String {
         parts.join(", ")
     }
 }
+
+/// The floor prediction in one paragraph.
+pub fn render_floor(floor: &coldstart_plan::floor::Floor) -> String {
+    let ms = |ns: i64| ns as f64 / 1e6;
+    let mut out = String::new();
+    heading(&mut out, Style::Plain, "Floor");
+    let _ = writeln!(
+        out,
+        "a perfect prefetch of the plan on a device streaming {:.0} MB/s at {:.0} µs a request: {:.1} ms \
+         (this start's {:.1} ms + {:.1} ms it would wait for data); the device reads the whole plan ({} extents) \
+         by {:.1} ms; the start used {} of them; read in the plan's own order it would wait {:.1} ms",
+        floor.device.bandwidth_bytes_s / 1e6,
+        floor.device.request_s * 1e6,
+        ms(floor.floor_ns),
+        ms(floor.reference_ns),
+        ms(floor.held_back_ns),
+        thousands(floor.extents as u64),
+        ms(floor.plan_read_ns),
+        thousands(floor.extents_used as u64),
+        ms(floor.held_back_plan_order_ns),
+    );
+    out
+}

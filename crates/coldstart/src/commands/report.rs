@@ -6,7 +6,9 @@ use crate::output;
 use anyhow::Context;
 use coldstart_analyze as analyze;
 use coldstart_analyze::loaded::LoadedRun;
+use coldstart_plan::floor::{Device, Floor};
 use coldstart_plan::misses::{MissAccount, account, plan_of_run, prefetcher_tasks};
+use coldstart_prefetch::Plan;
 use coldstart_profile::Profile;
 use coldstart_report::run::RunView;
 use std::process::ExitCode;
@@ -58,11 +60,27 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
             path.display()
         ));
     }
-    let misses = misses(&profile, report.run.id, args)?;
+    let loaded = LoadedRun::load(&profile, Some(report.run.id))?;
+    let plan = plan_of(&loaded, args)?;
+    let misses = plan.as_ref().map(|plan| account(&loaded, plan));
+    let floor = match (&plan, args.bandwidth_mb_s, args.request_us) {
+        (Some(plan), Some(mb_s), Some(us)) => {
+            if !(mb_s > 0.0 && mb_s.is_finite() && us >= 0.0 && us.is_finite()) {
+                anyhow::bail!("--bandwidth-mb-s must be above 0 and --request-us at least 0");
+            }
+            let device = Device {
+                bandwidth_bytes_s: mb_s * 1e6,
+                request_s: us / 1e6,
+            };
+            Some(coldstart_plan::floor::predict(plan, &loaded, device))
+        }
+        _ => None,
+    };
     if args.format.json {
         output::print_json(&WithMisses {
             report: &report,
             misses: misses.as_ref(),
+            floor: floor.as_ref(),
         })?;
     } else {
         let view = RunView {
@@ -79,6 +97,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
                 args.top.0.unwrap_or(usize::MAX),
             ));
         }
+        if let Some(floor) = &floor {
+            text.push('\n');
+            text.push_str(&coldstart_report::misses::render_floor(floor));
+        }
         output::print_text(&text)?;
     }
     Ok(ExitCode::SUCCESS)
@@ -90,17 +112,15 @@ struct WithMisses<'a> {
     #[serde(flatten)]
     report: &'a analyze::RunReport,
     misses: Option<&'a MissAccount>,
+    /// With --bandwidth-mb-s and --request-us.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor: Option<&'a Floor>,
 }
 
-/// The run's reads against its plan: the one given, else the one its
-/// command line names when the run was served by a prefetcher.
-fn misses(
-    profile: &Profile,
-    run: coldstart_profile::RunId,
-    args: &ReportArgs,
-) -> anyhow::Result<Option<MissAccount>> {
-    let loaded = LoadedRun::load(profile, Some(run))?;
-    let served = !prefetcher_tasks(&loaded).is_empty();
+/// The plan to account the run's reads against: the one given, else the
+/// one its command line names when the run was served by a prefetcher.
+fn plan_of(loaded: &LoadedRun, args: &ReportArgs) -> anyhow::Result<Option<Plan>> {
+    let served = !prefetcher_tasks(loaded).is_empty();
     let path = match &args.plan {
         Some(path) => path.clone(),
         None if served => match plan_of_run(&loaded.run) {
@@ -113,16 +133,14 @@ fn misses(
         Ok(text) => text,
         Err(e) if args.plan.is_none() => {
             output::step(&format!(
-                "coldstart report: run {run} was served by the plan {}, which cannot be read now ({e}); \
+                "coldstart report: run {} was served by the plan {}, which cannot be read now ({e}); \
                  give the plan with --plan for the miss accounting",
+                loaded.id(),
                 path.display()
             ));
             return Ok(None);
         }
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot read the plan {}", path.display()));
-        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read the plan {}", path.display())),
     };
-    let plan = coldstart_prefetch::format::parse(&text, &path)?;
-    Ok(Some(account(&loaded, &plan)))
+    Ok(Some(coldstart_prefetch::format::parse(&text, &path)?))
 }
