@@ -15,6 +15,11 @@
 //!   kind's `<path>`. Reads are filled blue bars, pages touched (faults and
 //!   read() accesses) hollow red boxes on top, fault-around windows light
 //!   green bars behind, drawn only in cells with neither a read nor a touch.
+//!   In a start served by a prefetcher (`coldstart run`, `coldstart-run`),
+//!   the reads of its tasks (named [`PREFETCHER_COMM`]) are orange bars
+//!   under the program's own blue ones, so what the program still read
+//!   itself stands out; only panels with such reads have their group, and
+//!   the legend names them only when the chart shows some.
 //!   Binning bounds the output by the grid, not by the event count; when
 //!   the marks of all panels would still exceed [`MARK_BUDGET`] bytes (only
 //!   for pathological scatter), the cell size doubles until they fit.
@@ -22,11 +27,14 @@
 //!   spans of time during which other files had read requests in flight;
 //!   a dashed vertical line at the ready mark.
 //!
-//! Every group carries a class (`reads`, `touches`, `fault-around`,
-//! `sections`, `others-reading`, `ready`) so tools and tests can find it.
+//! Every group carries a class (`reads`, `prefetcher-reads`, `touches`,
+//! `fault-around`, `sections`, `others-reading`, `ready`) so tools and
+//! tests can find it.
 
 use coldstart_analyze::{Band, FileTimeline, Timeline};
+use coldstart_prefetch::replay::PREFETCHER_COMM;
 use coldstart_profile::PageEventKind;
+use std::collections::HashSet;
 use std::fmt::Write;
 
 /// Left of the plots: room for the offset labels.
@@ -47,6 +55,7 @@ pub const MARK_BUDGET: usize = 1_000_000;
 const MAX_CELL: f64 = 64.0;
 
 const READ_COLOR: &str = "#1f77b4";
+const PREFETCHER_READ_COLOR: &str = "#ff7f0e";
 const TOUCH_COLOR: &str = "#d62728";
 const MAP_COLOR: &str = "#2ca02c";
 const READY_COLOR: &str = "#7a1fa2";
@@ -333,11 +342,17 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
     let hidden = timeline.files.len() - shown.len();
     let requested_cell = f64::from(options.cell.max(1));
     let mut cell = requested_cell;
+    let prefetcher: HashSet<i32> = timeline
+        .processes
+        .iter()
+        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+        .map(|p| p.pid)
+        .collect();
     let (layout, marks) = loop {
         let layout = Layout::new(timeline, options, cell);
         let marks: Vec<Marks> = shown
             .iter()
-            .map(|file| Marks::bin(&layout, file, timeline.page_size))
+            .map(|file| Marks::bin(&layout, file, timeline.page_size, &prefetcher))
             .collect();
         let bytes: usize = marks.iter().map(Marks::len).sum();
         if bytes <= MARK_BUDGET || cell >= MAX_CELL {
@@ -367,7 +382,9 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
         r#"<text x="{}" y="18" font-size="14" font-weight="bold">Page cache activity per file (time since program start × offset in file)</text>"#,
         num(layout.plot_left)
     );
-    legend(&mut out, &layout);
+    // Only a chart that shows the prefetcher's reads names them.
+    let prefetched = marks.iter().any(|m| !m.prefetcher_reads.is_empty());
+    legend(&mut out, &layout, prefetched);
 
     if timeline.files.is_empty() {
         let _ = writeln!(
@@ -433,38 +450,74 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
     out
 }
 
-fn legend(out: &mut String, layout: &Layout) {
-    const LABELS: [&str; 6] = [
-        "read from disk",
-        "touched (fault or read())",
-        "fault-around window",
-        "other files being read",
-        "ELF section",
-        "ready",
+/// The legend's entries, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Read,
+    PrefetcherRead,
+    Touch,
+    FaultAround,
+    OthersReading,
+    Section,
+    Ready,
+}
+
+impl Key {
+    const fn label(self) -> &'static str {
+        match self {
+            Key::Read => "read from disk",
+            Key::PrefetcherRead => "read by the prefetcher",
+            Key::Touch => "touched (fault or read())",
+            Key::FaultAround => "fault-around window",
+            Key::OthersReading => "other files being read",
+            Key::Section => "ELF section",
+            Key::Ready => "ready",
+        }
+    }
+}
+
+fn legend(out: &mut String, layout: &Layout, prefetched: bool) {
+    let keys = [
+        Key::Read,
+        Key::PrefetcherRead,
+        Key::Touch,
+        Key::FaultAround,
+        Key::OthersReading,
+        Key::Section,
+        Key::Ready,
     ];
     let (top, bottom) = (num(35.0), num(45.0));
     let mut x = layout.plot_left;
     out.push_str("<g class=\"legend\">\n");
-    for (i, label) in LABELS.iter().enumerate() {
+    for key in keys {
+        if key == Key::PrefetcherRead && !prefetched {
+            continue;
+        }
         let (x0, x1, xm) = (num(x), num(x + 1.0), num(x + 5.0));
-        let swatch = match i {
-            0 => format!(r#"<rect x="{x0}" y="{top}" width="8" height="10" fill="{READ_COLOR}"/>"#),
-            1 => format!(
+        let swatch = match key {
+            Key::Read => {
+                format!(r#"<rect x="{x0}" y="{top}" width="8" height="10" fill="{READ_COLOR}"/>"#)
+            }
+            Key::PrefetcherRead => format!(
+                r#"<rect x="{x0}" y="{top}" width="8" height="10" fill="{PREFETCHER_READ_COLOR}"/>"#
+            ),
+            Key::Touch => format!(
                 r#"<rect x="{x1}" y="36" width="8" height="8" stroke="{TOUCH_COLOR}" stroke-width="1.5" fill="none"/>"#
             ),
-            2 => format!(
+            Key::FaultAround => format!(
                 r#"<rect x="{x0}" y="{top}" width="10" height="10" fill="{MAP_COLOR}" fill-opacity="0.35"/>"#
             ),
-            3 => format!(
+            Key::OthersReading => format!(
                 r##"<rect x="{x0}" y="{top}" width="10" height="10" fill="#000" fill-opacity="0.1"/>"##
             ),
-            4 => format!(
+            Key::Section => format!(
                 r##"<rect x="{x0}" y="{top}" width="10" height="10" fill="#9467bd" fill-opacity="0.2"/>"##
             ),
-            _ => format!(
+            Key::Ready => format!(
                 r#"<line x1="{xm}" y1="{top}" x2="{xm}" y2="{bottom}" stroke="{READY_COLOR}" stroke-width="1.5" stroke-dasharray="3 2"/>"#
             ),
         };
+        let label = key.label();
         let _ = writeln!(
             out,
             r#"{swatch}<text x="{}" y="44">{}</text>"#,
@@ -711,21 +764,32 @@ fn offset_axis(out: &mut String, layout: &Layout, extent: u64, top: f64) {
 
 /// One panel's marks as path data in cell units, one string per kind.
 struct Marks {
+    /// Reads by the program's own tasks.
     reads: String,
+    /// Reads by the prefetcher's tasks.
+    prefetcher_reads: String,
     touches: String,
     fault_around: String,
 }
 
 impl Marks {
-    /// Bins the file's events into the layout's grid.
-    fn bin(layout: &Layout, file: &FileTimeline, page_size: u64) -> Marks {
+    /// Bins the file's events into the layout's grid; reads by a task of
+    /// `prefetcher` go to their own grid.
+    fn bin(
+        layout: &Layout,
+        file: &FileTimeline,
+        page_size: u64,
+        prefetcher: &HashSet<i32>,
+    ) -> Marks {
         let extent = offset_extent(file, page_size);
         let page_size = page_size.max(1);
         let mut reads = Grid::new(layout.cols, layout.rows);
+        let mut prefetcher_reads = Grid::new(layout.cols, layout.rows);
         let mut touches = Grid::new(layout.cols, layout.rows);
         let mut mapped = Grid::new(layout.cols, layout.rows);
         for point in &file.points {
             let grid = match point.kind {
+                PageEventKind::Read if prefetcher.contains(&point.pid) => &mut prefetcher_reads,
                 PageEventKind::Read => &mut reads,
                 PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => &mut touches,
                 PageEventKind::Map => &mut mapped,
@@ -742,7 +806,8 @@ impl Marks {
         }
         // A fault-around mark says less than a read or a touch in the same cell.
         for (cell, map) in mapped.cells.iter_mut().enumerate() {
-            *map = *map && !reads.cells[cell] && !touches.cells[cell];
+            *map =
+                *map && !reads.cells[cell] && !prefetcher_reads.cells[cell] && !touches.cells[cell];
         }
         let bars = |grid: &Grid| -> String {
             let mut d = String::new();
@@ -760,15 +825,21 @@ impl Marks {
         }
         Marks {
             reads: bars(&reads),
+            prefetcher_reads: bars(&prefetcher_reads),
             touches: boxes,
             fault_around: bars(&mapped),
         }
     }
 
     fn len(&self) -> usize {
-        self.reads.len() + self.touches.len() + self.fault_around.len()
+        self.reads.len()
+            + self.prefetcher_reads.len()
+            + self.touches.len()
+            + self.fault_around.len()
     }
 
+    /// Writes the panel's groups; the prefetcher's reads, in a panel that
+    /// has some, go under the program's.
     fn write(&self, out: &mut String, layout: &Layout, top: f64) {
         // Marks are drawn in cell units; the transform stretches them to pixels.
         let transform = format!(
@@ -783,6 +854,13 @@ impl Marks {
             r#"<g class="fault-around" transform="{transform}"><path d="{}" stroke="{MAP_COLOR}" stroke-opacity="0.35" stroke-width="1" fill="none"/></g>"#,
             self.fault_around
         );
+        if !self.prefetcher_reads.is_empty() {
+            let _ = writeln!(
+                out,
+                r#"<g class="prefetcher-reads" transform="{transform}"><path d="{}" stroke="{PREFETCHER_READ_COLOR}" stroke-width="0.8" fill="none"/></g>"#,
+                self.prefetcher_reads
+            );
+        }
         let _ = writeln!(
             out,
             r#"<g class="reads" transform="{transform}"><path d="{}" stroke="{READ_COLOR}" stroke-width="0.8" fill="none"/></g>"#,
@@ -828,6 +906,77 @@ mod tests {
         assert_eq!(offset_label(32 * 1024 * 1024), "32 MiB");
         assert_eq!(offset_label(4096), "4 KiB");
         assert_eq!(offset_label(1536), "1.5 KiB");
+    }
+
+    /// One file of 100 pages on a 100 ms axis (default options: 240 x 40
+    /// cells): the prefetcher's task 150 reads pages 0-15 at 10 ms (column
+    /// 24, rows 0-6), the program's 100 pages 40-47 at 50 ms (column 120,
+    /// rows 16-19).
+    fn served(prefetcher_comm: &str) -> Timeline {
+        use coldstart_analyze::TimelinePoint;
+        use coldstart_profile::handmade::process;
+        let point = |t_ms: i64, pid, page, npages| TimelinePoint {
+            t_ns: t_ms * 1_000_000,
+            pid,
+            page,
+            npages,
+            kind: PageEventKind::Read,
+        };
+        Timeline {
+            page_size: 4096,
+            ready_ns: None,
+            ended_ns: Some(100_000_000),
+            files: vec![FileTimeline {
+                path: "/lib/a.so".into(),
+                size: 100 * 4096,
+                points: vec![point(10, 150, 0, 16), point(50, 100, 40, 8)],
+                requests: Vec::new(),
+                sections: Vec::new(),
+            }],
+            processes: vec![
+                process(100, Some(100), "app", true),
+                process(150, Some(150), prefetcher_comm, true),
+            ],
+        }
+    }
+
+    /// The `d` of the path in the group of `class`.
+    fn path_data<'a>(svg: &'a str, class: &str) -> Option<&'a str> {
+        let group = svg.find(&format!(r#"<g class="{class}""#))?;
+        let start = svg[group..].find(r#"d=""#)? + group + 3;
+        let end = svg[start..].find('"')? + start;
+        Some(&svg[start..end])
+    }
+
+    #[test]
+    fn the_prefetchers_reads_have_their_own_colour_and_legend() {
+        let chart = svg(&served(PREFETCHER_COMM), &ChartOptions::default());
+        assert_eq!(path_data(&chart, "prefetcher-reads"), Some("M24.5 0v7"));
+        assert_eq!(path_data(&chart, "reads"), Some("M120.5 16v4"));
+        assert!(chart.contains(&format!(
+            r#"<path d="M24.5 0v7" stroke="{PREFETCHER_READ_COLOR}""#
+        )));
+        assert_eq!(chart.matches("read by the prefetcher").count(), 1);
+        assert_eq!(
+            chart.matches(PREFETCHER_READ_COLOR).count(),
+            2,
+            "legend and marks"
+        );
+
+        // The same reads by a task of another name are the program's.
+        let chart = svg(&served("app"), &ChartOptions::default());
+        assert_eq!(path_data(&chart, "prefetcher-reads"), None);
+        assert_eq!(path_data(&chart, "reads"), Some("M24.5 0v7M120.5 16v4"));
+        assert!(!chart.contains("read by the prefetcher"));
+        assert!(!chart.contains(PREFETCHER_READ_COLOR));
+
+        // A prefetcher that read nothing shown is not in the legend.
+        let mut idle = served(PREFETCHER_COMM);
+        idle.files[0].points.remove(0);
+        let chart = svg(&idle, &ChartOptions::default());
+        assert_eq!(path_data(&chart, "reads"), Some("M120.5 16v4"));
+        assert!(!chart.contains("read by the prefetcher"));
+        assert!(!chart.contains(PREFETCHER_READ_COLOR));
     }
 
     #[test]

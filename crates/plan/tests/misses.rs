@@ -1,0 +1,521 @@
+//! Miss accounting over hand-made served starts whose page events are
+//! arranged so that each reason, each demanded page and each ignored read
+//! occurs a number of times the test knows by construction; and finding
+//! the plan in a run's command line.
+
+use coldstart_analyze::loaded::LoadedRun;
+use coldstart_plan::misses::{
+    ByReason, Count, FileMisses, MissAccount, MissReason, account, misses, plan_of_run,
+};
+use coldstart_prefetch::replay::PREFETCHER_COMM;
+use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
+use coldstart_profile::{
+    EndReason, File, FileId, Mark, PageEvent, PageEventKind, Process, Run, RunId, handmade,
+};
+use std::path::PathBuf;
+
+const MS: i64 = 1_000_000;
+const PAGE: u64 = 4096;
+const RUN: RunId = 7;
+/// The program: process 100, its thread 101, and a child process 200.
+const APP: i32 = 100;
+const APP_THREAD: i32 = 101;
+const CHILD: i32 = 200;
+/// Two threads of the prefetcher, in the traced tree as under
+/// `coldstart-run`.
+const PREFETCHER: i32 = 150;
+const PREFETCHER_THREAD: i32 = 151;
+/// Another program on the machine, not traced.
+const OUTSIDER: i32 = 999;
+/// glibc's makedev(8, 1): a real disk.
+const SDA1: u64 = (8 << 8) | 1;
+/// makedev(0, 23): an in-kernel filesystem.
+const SHM: u64 = 23;
+
+/// File ids of the run.
+const A: FileId = 1;
+const NEW: FileId = 2;
+const CHANGED: FileId = 3;
+const IN_KERNEL: FileId = 4;
+const B: FileId = 5;
+const OTHER: FileId = 6;
+
+fn file(id: FileId, path: &str, pages: u64) -> File {
+    File {
+        id,
+        dev: SDA1,
+        ino: 1000 + id as u64,
+        path: Some(path.into()),
+        size: Some(pages * PAGE),
+        mtime_ns: Some(7),
+        build_id: None,
+        opened_by_tree: true,
+    }
+}
+
+fn plan_file(path: &str, pages: u64) -> PlanFile {
+    PlanFile {
+        path: path.into(),
+        size: pages * PAGE,
+        mtime_ns: Some(7),
+        build_id: None,
+    }
+}
+
+fn extent(file: usize, page: u64, pages: u64) -> Extent {
+    Extent {
+        file,
+        page,
+        pages,
+        need_ns: MS,
+    }
+}
+
+fn plan(files: Vec<PlanFile>, extents: Vec<Extent>) -> Plan {
+    Plan {
+        page_size: PAGE,
+        source: PlanSource {
+            profile: "p.db".into(),
+            runs: vec![1],
+            min_runs: 1,
+            merge_gap_pages: 4,
+            max_extent_pages: 1024,
+            max_bytes: None,
+            pages_from: "demand".into(),
+        },
+        files,
+        extents,
+    }
+}
+
+/// `npages` pages of `file` from `page`, by `pid`, at `t_us` µs.
+fn event(
+    t_us: i64,
+    pid: i32,
+    file_id: FileId,
+    page: u64,
+    npages: u64,
+    kind: PageEventKind,
+) -> PageEvent {
+    PageEvent {
+        t_ns: t_us * 1000,
+        pid,
+        file_id,
+        page,
+        npages,
+        kind,
+    }
+}
+
+fn run_row(argv: &[&str], cwd: &str) -> Run {
+    let mut start = handmade::run_start(PAGE, 128);
+    start.argv = argv.iter().map(|a| a.to_string()).collect();
+    start.cwd = cwd.into();
+    Run {
+        id: RUN,
+        start,
+        ended_ns: Some(100 * MS),
+        end_reason: Some(EndReason::ReadyRegex),
+        exit_code: None,
+        exit_signal: Some(15),
+        root_pid: Some(APP),
+        lost_events: 0,
+        complete: true,
+    }
+}
+
+fn processes() -> Vec<Process> {
+    let mut prefetcher = handmade::process(PREFETCHER, Some(PREFETCHER), PREFETCHER_COMM, true);
+    prefetcher.exe = Some("/usr/bin/coldstart-run".into());
+    let mut app = handmade::process(APP, Some(APP), "app", true);
+    app.exe = Some("/bin/app".into());
+    vec![
+        prefetcher,
+        handmade::process(PREFETCHER_THREAD, Some(PREFETCHER), PREFETCHER_COMM, true),
+        app,
+        handmade::process(APP_THREAD, Some(APP), "app", true),
+        handmade::process(CHILD, Some(CHILD), "app-child", true),
+        handmade::process(OUTSIDER, Some(OUTSIDER), "other", false),
+    ]
+}
+
+fn loaded(files: Vec<File>, events: Vec<PageEvent>) -> LoadedRun {
+    LoadedRun::new(
+        run_row(
+            &["coldstart-run", "--plan", "/p/plan", "--", "/bin/app"],
+            "/",
+        ),
+        files,
+        events,
+        Vec::new(),
+        processes(),
+        vec![Mark {
+            t_ns: 50 * MS,
+            name: "ready".into(),
+        }],
+    )
+}
+
+/// The plan: a.so pages 0-9 and 20-29, changed.so pages 0-2 (recorded at
+/// 10 pages; the run sees 11), b.so pages 0-1 (never read). 25 pages.
+fn the_plan() -> Plan {
+    plan(
+        vec![
+            plan_file("/lib/a.so", 100),
+            plan_file("/lib/changed.so", 10),
+            plan_file("/lib/b.so", 10),
+        ],
+        vec![
+            extent(0, 0, 10),
+            extent(0, 20, 10),
+            extent(1, 0, 3),
+            extent(2, 0, 2),
+        ],
+    )
+}
+
+/// One served start. What each read is, by construction:
+/// - prefetcher: a.so 0-9 (10 pages), a.so 5 again after its eviction (1),
+///   in-kernel shm 0-1 (2, in-kernel);
+/// - evicted: a.so 2, 3 (evicted by the outsider) and 7 (by the program
+///   itself), prefetched then read by the program; page 2 faulted: 3
+///   pages, 1 demanded;
+/// - race: a.so 5 (evicted, but prefetched again before the program read
+///   it), 20-23 (planned, never prefetched; the eviction of 20-21 came
+///   before any prefetch): 5 pages; page 21 faulted by the program's
+///   thread, 22 by the outsider and 23 by the prefetcher, so 1 demanded;
+/// - page-not-in-plan: a.so 50-53 read by the program's thread, 50-51
+///   read() by the process: 4 pages, 2 demanded;
+/// - file-not-in-plan: new.so 0-7 read by the child, page 5 touched: 8
+///   pages, 1 demanded;
+/// - file-changed: changed.so 0-2, page 0 faulted: 3 pages, 1 demanded;
+/// - in-kernel: shm 4-6 read by the program: 3 pages, counted apart;
+/// - the outsider's reads of a.so 60-69 and other.so: ignored.
+fn served() -> LoadedRun {
+    let files = vec![
+        file(A, "/lib/a.so", 100),
+        file(NEW, "/lib/new.so", 20),
+        file(CHANGED, "/lib/changed.so", 11),
+        File {
+            dev: SHM,
+            ..file(IN_KERNEL, "/dev/shm/x", 10)
+        },
+        file(B, "/lib/b.so", 10),
+        file(OTHER, "/lib/other.so", 10),
+    ];
+    use PageEventKind::*;
+    let events = vec![
+        event(10, PREFETCHER, A, 0, 10, Read),
+        event(11, PREFETCHER_THREAD, IN_KERNEL, 0, 2, Read),
+        event(20, OUTSIDER, A, 2, 2, Evict),
+        event(21, APP, A, 7, 1, Evict),
+        event(22, OUTSIDER, A, 5, 1, Evict),
+        event(23, OUTSIDER, A, 20, 2, Evict),
+        event(30, PREFETCHER_THREAD, A, 5, 1, Read),
+        event(40, APP, A, 2, 1, Fault),
+        event(41, APP, A, 2, 2, Read),
+        event(42, APP, A, 7, 1, Read),
+        event(43, APP, A, 5, 1, Read),
+        event(50, APP, A, 20, 4, Read),
+        event(51, APP_THREAD, A, 21, 1, Fault),
+        event(52, OUTSIDER, A, 22, 1, Fault),
+        event(53, PREFETCHER, A, 23, 1, Fault),
+        event(60, APP, A, 50, 2, Access),
+        event(61, APP_THREAD, A, 50, 4, Read),
+        event(70, CHILD, NEW, 0, 8, Read),
+        event(71, CHILD, NEW, 5, 1, Touch),
+        event(80, APP, CHANGED, 0, 1, Fault),
+        event(81, APP, CHANGED, 0, 3, Read),
+        event(90, APP, IN_KERNEL, 4, 3, Read),
+        event(91, APP, IN_KERNEL, 4, 1, Fault),
+        event(100, OUTSIDER, A, 60, 10, Read),
+        event(101, OUTSIDER, OTHER, 0, 4, Read),
+        event(102, OUTSIDER, OTHER, 1, 1, Fault),
+    ];
+    loaded(files, events)
+}
+
+fn count(pages: u64, demanded_pages: u64) -> Count {
+    Count {
+        pages,
+        bytes: pages * PAGE,
+        demanded_pages,
+    }
+}
+
+fn reasons(list: &[(MissReason, u64, u64)]) -> ByReason {
+    ByReason(
+        list.iter()
+            .map(|&(reason, pages, demanded)| (reason, count(pages, demanded)))
+            .collect(),
+    )
+}
+
+fn file_row<'a>(account: &'a MissAccount, path: &str) -> &'a FileMisses {
+    account
+        .files
+        .iter()
+        .find(|f| f.path == path)
+        .unwrap_or_else(|| panic!("{path} not in {:?}", account.files))
+}
+
+#[test]
+fn each_page_the_program_read_gets_its_reason_and_demand() {
+    let run = served();
+    let list = misses(&run, &the_plan());
+    let mut got: Vec<(FileId, u64, MissReason, i32, bool)> = list
+        .iter()
+        .map(|m| (m.file, m.page, m.reason, m.pid, m.demanded_ns.is_some()))
+        .collect();
+    got.sort();
+    use MissReason::*;
+    let mut want = vec![
+        (A, 2, Evicted, APP, true),
+        (A, 3, Evicted, APP, false),
+        (A, 7, Evicted, APP, false),
+        (A, 5, Race, APP, false),
+        (A, 20, Race, APP, false),
+        (A, 21, Race, APP, true),
+        (A, 22, Race, APP, false),
+        (A, 23, Race, APP, false),
+        (A, 50, PageNotInPlan, APP_THREAD, true),
+        (A, 51, PageNotInPlan, APP_THREAD, true),
+        (A, 52, PageNotInPlan, APP_THREAD, false),
+        (A, 53, PageNotInPlan, APP_THREAD, false),
+        (CHANGED, 0, FileChanged, APP, true),
+        (CHANGED, 1, FileChanged, APP, false),
+        (CHANGED, 2, FileChanged, APP, false),
+    ];
+    want.extend((0..8).map(|page| (NEW, page, FileNotInPlan, CHILD, page == 5)));
+    want.sort();
+    assert_eq!(got, want);
+    // In the order they were read, each with its read's time and its first
+    // demand's.
+    let times: Vec<i64> = list.iter().map(|m| m.t_ns).collect();
+    assert!(times.is_sorted(), "{times:?}");
+    let page_2 = list.iter().find(|m| m.file == A && m.page == 2).unwrap();
+    assert_eq!((page_2.t_ns, page_2.demanded_ns), (41_000, Some(40_000)));
+    let page_21 = list.iter().find(|m| m.file == A && m.page == 21).unwrap();
+    assert_eq!((page_21.t_ns, page_21.demanded_ns), (50_000, Some(51_000)));
+}
+
+#[test]
+fn the_account_sums_the_reasons_per_run_process_and_file() {
+    let run = served();
+    let account = account(&run, &the_plan());
+    use MissReason::*;
+
+    assert_eq!(account.run, RUN);
+    assert_eq!(account.page_size, PAGE);
+    assert_eq!(account.read_ahead_kb, Some(128));
+    assert_eq!(account.plan_bytes, 25 * PAGE);
+    assert_eq!(account.prefetcher_tasks, 2);
+    // 10 pages, then page 5 again; the prefetcher demands nothing.
+    assert_eq!(account.prefetcher, count(11, 0));
+    assert_eq!(account.prefetcher_in_kernel, count(2, 0));
+    // 3 evicted + 5 race + 4 page + 8 file + 3 changed; 1+1+2+1+1 demanded.
+    assert_eq!(account.program, count(23, 6));
+    assert_eq!(account.program_in_kernel, count(3, 0));
+    assert_eq!(
+        account.by_reason,
+        reasons(&[
+            (FileNotInPlan, 8, 1),
+            (FileChanged, 3, 1),
+            (PageNotInPlan, 4, 2),
+            (Evicted, 3, 1),
+            (Race, 5, 1),
+        ])
+    );
+    assert_eq!(account.by_reason.get(Race), count(5, 1));
+    assert_eq!(
+        account.program_over_plan(),
+        Some(23.0 / 25.0),
+        "the program's bytes over the plan's"
+    );
+
+    // The thread's reads fold into process 100; the prefetcher and the
+    // outsider are not the program.
+    let processes: Vec<(i32, Option<&str>, Option<&str>, Count)> = account
+        .processes
+        .iter()
+        .map(|p| (p.pid, p.comm.as_deref(), p.exe.as_deref(), p.read))
+        .collect();
+    assert_eq!(
+        processes,
+        [
+            (APP, Some("app"), Some("/bin/app"), count(15, 5)),
+            (CHILD, Some("app-child"), None, count(8, 1)),
+        ]
+    );
+    assert_eq!(
+        account.processes[0].by_reason,
+        reasons(&[
+            (FileChanged, 3, 1),
+            (PageNotInPlan, 4, 2),
+            (Evicted, 3, 1),
+            (Race, 5, 1),
+        ])
+    );
+    assert_eq!(
+        account.processes[1].by_reason,
+        reasons(&[(FileNotInPlan, 8, 1)])
+    );
+
+    // Files the program read, most first, then the plan's unread b.so;
+    // the in-kernel file and the outsider's other.so are not there.
+    let paths: Vec<&str> = account.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["/lib/a.so", "/lib/new.so", "/lib/changed.so", "/lib/b.so"]
+    );
+    let a = file_row(&account, "/lib/a.so");
+    assert_eq!((a.in_plan, a.planned_pages), (true, 20));
+    assert_eq!(a.prefetched, count(11, 0));
+    assert_eq!(a.program_read, count(12, 4));
+    assert_eq!(
+        a.by_reason,
+        reasons(&[(PageNotInPlan, 4, 2), (Evicted, 3, 1), (Race, 5, 1)])
+    );
+    let new = file_row(&account, "/lib/new.so");
+    assert_eq!((new.in_plan, new.planned_pages), (false, 0));
+    assert_eq!(new.prefetched, count(0, 0));
+    assert_eq!(new.program_read, count(8, 1));
+    assert_eq!(new.by_reason, reasons(&[(FileNotInPlan, 8, 1)]));
+    let changed = file_row(&account, "/lib/changed.so");
+    assert_eq!((changed.in_plan, changed.planned_pages), (true, 3));
+    assert_eq!(changed.program_read, count(3, 1));
+    assert_eq!(changed.by_reason, reasons(&[(FileChanged, 3, 1)]));
+    let b = file_row(&account, "/lib/b.so");
+    assert_eq!((b.in_plan, b.planned_pages), (true, 2));
+    assert_eq!(b.prefetched, count(0, 0));
+    assert_eq!(b.program_read, count(0, 0));
+    assert_eq!(b.by_reason, ByReason::default());
+}
+
+#[test]
+fn a_run_without_the_prefetcher_puts_every_read_on_the_program() {
+    // The same start with the prefetcher's tasks renamed: their reads are
+    // the program's, and nothing was prefetched, so nothing was evicted.
+    let mut run = served();
+    for process in &mut run.processes {
+        if process.comm.as_deref() == Some(PREFETCHER_COMM) {
+            process.comm = Some("app".into());
+        }
+    }
+    let account = account(&run, &the_plan());
+    assert_eq!(account.prefetcher_tasks, 0);
+    assert_eq!(account.prefetcher, count(0, 0));
+    assert_eq!(account.prefetcher_in_kernel, count(0, 0));
+    // Its 11 reads of a.so join the program's 23; shm 0-1 joins the
+    // program's in-kernel pages. Page 23's fault is now the program's.
+    assert_eq!(account.program, count(34, 7));
+    assert_eq!(account.program_in_kernel, count(5, 0));
+    assert_eq!(account.by_reason.get(MissReason::Evicted), count(0, 0));
+}
+
+#[test]
+fn a_size_the_run_did_not_learn_is_not_a_change_and_a_build_id_only_one_side_knows_neither() {
+    // a.so: the run could not stat it. b.so: the run read its build-id,
+    // the plan has none. c.so: both have build-ids, and they differ.
+    let mut a = file(A, "/lib/a.so", 100);
+    a.size = None;
+    let mut b = file(B, "/lib/b.so", 10);
+    b.build_id = Some("feed".into());
+    let mut c = file(OTHER, "/lib/c.so", 10);
+    c.build_id = Some("beef".into());
+    let mut planned_c = plan_file("/lib/c.so", 10);
+    planned_c.build_id = Some("dead".into());
+    let plan = plan(
+        vec![
+            plan_file("/lib/a.so", 100),
+            plan_file("/lib/b.so", 10),
+            planned_c,
+        ],
+        vec![extent(0, 0, 1), extent(1, 0, 1), extent(2, 0, 1)],
+    );
+    use PageEventKind::Read;
+    let run = loaded(
+        vec![a, b, c],
+        vec![
+            event(1, APP, A, 0, 1, Read),
+            event(2, APP, B, 0, 1, Read),
+            event(3, APP, OTHER, 0, 1, Read),
+        ],
+    );
+    let reasons: Vec<(FileId, MissReason)> = misses(&run, &plan)
+        .iter()
+        .map(|m| (m.file, m.reason))
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            (A, MissReason::Race),
+            (B, MissReason::Race),
+            (OTHER, MissReason::FileChanged)
+        ]
+    );
+}
+
+fn plan_of(argv: &[&str], cwd: &str) -> Option<PathBuf> {
+    plan_of_run(&run_row(argv, cwd))
+}
+
+#[test]
+fn the_plan_is_found_in_the_launchers_command_line_only() {
+    let some = |p: &str| Some(PathBuf::from(p));
+    assert_eq!(
+        plan_of(&["coldstart-run", "--plan", "/p/plan", "--", "app"], "/w"),
+        some("/p/plan")
+    );
+    assert_eq!(
+        plan_of(
+            &[
+                "/usr/local/bin/coldstart-run",
+                "--plan=/p/plan",
+                "--",
+                "app"
+            ],
+            "/w"
+        ),
+        some("/p/plan")
+    );
+    assert_eq!(
+        plan_of(
+            &[
+                "/usr/bin/coldstart",
+                "run",
+                "--threads",
+                "2",
+                "--plan",
+                "rel/plan",
+                "--",
+                "app"
+            ],
+            "/home/u"
+        ),
+        some("/home/u/rel/plan")
+    );
+    assert_eq!(
+        plan_of(&["coldstart", "run", "--plan=p.plan", "--", "app"], "/w"),
+        some("/w/p.plan")
+    );
+    // Another coldstart command, or the program itself.
+    assert_eq!(
+        plan_of(&["coldstart", "plan", "--plan", "/p/plan"], "/w"),
+        None
+    );
+    assert_eq!(plan_of(&["/bin/app", "--plan", "/p/plan"], "/w"), None);
+    assert_eq!(plan_of(&["app", "--plan=/p/plan"], "/w"), None);
+    // After `--` the words are the program's.
+    assert_eq!(
+        plan_of(&["coldstart-run", "--", "app", "--plan", "/p/plan"], "/w"),
+        None
+    );
+    assert_eq!(
+        plan_of(&["coldstart", "run", "--", "app", "--plan=/p/plan"], "/w"),
+        None
+    );
+    // No plan given.
+    assert_eq!(plan_of(&["coldstart-run", "--", "app"], "/w"), None);
+    assert_eq!(plan_of(&[], "/w"), None);
+}
