@@ -5,8 +5,8 @@
 //! through the prefetcher with the current plan is traced at the device's
 //! normal readahead; its misses are counted (`coldstart_plan::misses`);
 //! the plan is refined from them (`coldstart_plan::refine`). The loop
-//! stops when a start leaves nothing to learn (refining it changes
-//! nothing), when it has run its iterations, or when it is interrupted.
+//! stops when a start leaves nothing to learn (refining it would add and
+//! drop no page), when it has run its iterations, or when it is interrupted.
 //! It does not stop when a start's misses fail to shrink: at a large
 //! readahead a start reads a whole window for the one unplanned page it
 //! demands, so the plan learns about a page per window per start (touches
@@ -262,8 +262,10 @@ fn iterate(
             std::slice::from_ref(&loaded),
             &options.compile,
         );
-        if refined.plan == candidate {
-            report.stopped = "refining changed nothing".to_string();
+        if refined.stats.added_pages == 0 && refined.stats.dropped_pages == 0 {
+            // Need times may still move, but the pages would not: the next
+            // start would be served by the same pages.
+            report.stopped = "the start left nothing to add or drop".to_string();
             return Ok(());
         }
         if let Some(last) = report.iterations.last_mut() {

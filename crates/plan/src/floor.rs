@@ -78,10 +78,7 @@ pub fn predict(plan: &Plan, reference: &LoadedRun, device: Device) -> Floor {
     let in_order: Vec<usize> = (0..plan.extents.len()).collect();
     let (held_back_plan_order_ns, _) = lateness(&in_order, &first_use, cost_s);
     let plan_read_s: f64 = in_order.iter().map(|&i| cost_s(i)).sum();
-    let reference_ns = reference
-        .ready_ns()
-        .or(reference.run.ended_ns)
-        .unwrap_or(0);
+    let reference_ns = reference.ready_ns().or(reference.run.ended_ns).unwrap_or(0);
     Floor {
         device,
         reference_ns,
@@ -129,10 +126,11 @@ fn first_use_by_extent(plan: &Plan, run: &LoadedRun) -> Vec<Option<i64>> {
     let mut by_path: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
     for (index, e) in plan.extents.iter().enumerate() {
         if let Some(file) = plan.files.get(e.file) {
-            by_path
-                .entry(file.path.as_str())
-                .or_default()
-                .push((e.page, e.page.saturating_add(e.pages), index));
+            by_path.entry(file.path.as_str()).or_default().push((
+                e.page,
+                e.page.saturating_add(e.pages),
+                index,
+            ));
         }
     }
     for extents in by_path.values_mut() {

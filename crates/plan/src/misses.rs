@@ -7,6 +7,9 @@
 //! ([`PREFETCHER_COMM`]); every other task of the traced tree is the
 //! program. Each page the program brought into the cache gets one reason,
 //! decided in this order:
+//! - it was read before the prefetcher's first task started: the
+//!   launcher's own start (coldstart-run and its libraries), which no plan
+//!   can serve;
 //! - the file is not in the plan;
 //! - the file is in the plan, but the run saw another file at its path
 //!   (size, modification time or build-id differ), so the prefetcher
@@ -36,6 +39,7 @@ use std::collections::{HashMap, HashSet};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MissReason {
+    BeforePrefetcher,
     FileNotInPlan,
     FileChanged,
     PageNotInPlan,
@@ -44,7 +48,8 @@ pub enum MissReason {
 }
 
 impl MissReason {
-    pub const ALL: [MissReason; 5] = [
+    pub const ALL: [MissReason; 6] = [
+        MissReason::BeforePrefetcher,
         MissReason::FileNotInPlan,
         MissReason::FileChanged,
         MissReason::PageNotInPlan,
@@ -54,6 +59,7 @@ impl MissReason {
 
     pub const fn as_str(self) -> &'static str {
         match self {
+            MissReason::BeforePrefetcher => "before-prefetcher",
             MissReason::FileNotInPlan => "file-not-in-plan",
             MissReason::FileChanged => "file-changed",
             MissReason::PageNotInPlan => "page-not-in-plan",
@@ -65,6 +71,7 @@ impl MissReason {
     /// The reason in words, for tables.
     pub const fn describe(self) -> &'static str {
         match self {
+            MissReason::BeforePrefetcher => "read before the prefetcher started",
             MissReason::FileNotInPlan => "file not in the plan",
             MissReason::FileChanged => "file changed since planned (skipped)",
             MissReason::PageNotInPlan => "page not in the plan",
@@ -262,6 +269,13 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
         in_plan.insert(file.id, (planned, same));
     }
 
+    // The launcher starts the prefetcher, then becomes the program: what
+    // its tasks read before that, nothing could have prefetched.
+    let prefetcher_start = run
+        .tree_processes()
+        .filter(|p| prefetcher.contains(&p.pid))
+        .filter_map(|p| p.t_start_ns)
+        .min();
     let mut prefetched: HashSet<(FileId, u64)> = HashSet::new();
     let mut evicted: HashSet<(FileId, u64)> = HashSet::new();
     let mut read: HashMap<(FileId, u64), usize> = HashMap::new();
@@ -292,6 +306,9 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
                 for page in event_pages(e) {
                     let key = (e.file_id, page);
                     let reason = match planned {
+                        _ if prefetcher_start.is_some_and(|t| e.t_ns < t) => {
+                            MissReason::BeforePrefetcher
+                        }
                         None => MissReason::FileNotInPlan,
                         Some(_) if !same => MissReason::FileChanged,
                         Some(set) if !contains(set, page) => MissReason::PageNotInPlan,

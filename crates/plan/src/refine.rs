@@ -132,6 +132,10 @@ pub fn refine(
             let Some(path) = plannable_path(file) else {
                 continue;
             };
+            if miss.reason == MissReason::BeforePrefetcher {
+                // The launcher's own start: a plan cannot serve it.
+                continue;
+            }
             if miss.reason == MissReason::FileChanged {
                 changed.insert(path.to_string());
                 continue;

@@ -519,3 +519,80 @@ fn the_plan_is_found_in_the_launchers_command_line_only() {
     assert_eq!(plan_of(&["coldstart-run", "--", "app"], "/w"), None);
     assert_eq!(plan_of(&[], "/w"), None);
 }
+
+#[test]
+fn reads_before_the_prefetcher_started_are_the_launchers_and_refining_leaves_them_out() {
+    // The launcher (the program's pid before its exec) reads its own
+    // executable and a page of a.so at 1 and 2 µs; the prefetcher's first
+    // task starts at 3 µs; the program then demands a.so page 40 (not
+    // planned) at 10 µs.
+    let mut processes = processes();
+    for p in processes
+        .iter_mut()
+        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+    {
+        p.t_start_ns = Some(3_000);
+    }
+    let files = vec![
+        file(A, "/lib/a.so", 100),
+        file(NEW, "/usr/bin/coldstart-run", 20),
+    ];
+    let events = vec![
+        event(1, APP, NEW, 0, 2, PageEventKind::Read),
+        event(1, APP, NEW, 0, 1, PageEventKind::Fault),
+        event(2, APP, A, 30, 1, PageEventKind::Read),
+        event(2, APP, A, 30, 1, PageEventKind::Fault),
+        event(10, APP, A, 40, 1, PageEventKind::Read),
+        event(10, APP, A, 40, 1, PageEventKind::Fault),
+    ];
+    let run = LoadedRun::new(
+        run_row(
+            &["coldstart-run", "--plan", "/p/plan", "--", "/bin/app"],
+            "/",
+        ),
+        files,
+        events,
+        Vec::new(),
+        processes,
+        Vec::new(),
+    );
+    let plan = the_plan();
+    let got: Vec<(FileId, u64, MissReason)> = misses(&run, &plan)
+        .iter()
+        .map(|m| (m.file, m.page, m.reason))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (NEW, 0, MissReason::BeforePrefetcher),
+            (NEW, 1, MissReason::BeforePrefetcher),
+            (A, 30, MissReason::BeforePrefetcher),
+            (A, 40, MissReason::PageNotInPlan),
+        ]
+    );
+    let account = account(&run, &plan);
+    assert_eq!(
+        account.by_reason.get(MissReason::BeforePrefetcher),
+        count(3, 2)
+    );
+    // Refining adds the program's demand, not the launcher's.
+    let refined = coldstart_plan::refine::refine(
+        &plan,
+        &plan,
+        std::slice::from_ref(&run),
+        &coldstart_plan::compile::CompileOptions {
+            merge_gap_pages: 0,
+            ..coldstart_plan::compile::CompileOptions::default()
+        },
+    );
+    assert_eq!(refined.stats.added_pages, 1);
+    assert!(
+        !refined
+            .plan
+            .files
+            .iter()
+            .any(|f| f.path == "/usr/bin/coldstart-run"),
+        "{:?}",
+        refined.plan.files
+    );
+}

@@ -140,7 +140,9 @@ fn plan_of(loaded: &LoadedRun, args: &ReportArgs) -> anyhow::Result<Option<Plan>
             ));
             return Ok(None);
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot read the plan {}", path.display())),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read the plan {}", path.display()));
+        }
     };
     Ok(Some(coldstart_prefetch::format::parse(&text, &path)?))
 }
