@@ -43,6 +43,9 @@ from benchlib import ReadAhead, build_coldstart, ensure_installed, read_ahead_of
 MIN_GAP_CLOSED = 0.80
 MAX_READ_OVER_TOUCHED = 1.2
 MAX_OWN_OVER_PLAN = 0.05
+# The head start measured as a fourth variant: the program starts once the
+# prefetcher has requested this much of the refined plan.
+LEAD_KB = 16384
 
 
 def programs(work):
@@ -103,10 +106,13 @@ def measure(coldstart, work, name, argv, db, seed_plan, ra, runs, iterations):
     quoted = " ".join(f"'{a}'" for a in argv)
     out_json = os.path.join(work, f"{label}-bench.json")
     out_md = os.path.join(work, f"{label}-bench.md")
+    floor = predict_floor(coldstart, work, label, argv, db, refined)
     run([coldstart, "bench", "--as-root", "--cache", "warm,cold", "-n", str(runs),
          "--name", name,
          "--vs", f"{wrapper} --plan {seed_plan} -- {quoted}", "--name", f"{name} + seed plan",
          "--vs", f"{wrapper} --plan {refined} -- {quoted}", "--name", f"{name} + refined plan",
+         "--vs", f"{wrapper} --lead-kb {LEAD_KB} --plan {refined} -- {quoted}",
+         "--name", f"{name} + refined plan, lead",
          "--json", out_json, "--markdown", out_md, "--", *argv])
     with open(out_json) as f:
         bench = json.load(f)
@@ -120,12 +126,37 @@ def measure(coldstart, work, name, argv, db, seed_plan, ra, runs, iterations):
         "seed_ms": by[f"{name} + seed plan (cold)"]["wall_ms"]["median"],
         "refined_ms": by[f"{name} + refined plan (cold)"]["wall_ms"]["median"],
         "refined_read": by[f"{name} + refined plan (cold)"]["read_bytes_median"],
+        "lead_ms": by[f"{name} + refined plan, lead (cold)"]["wall_ms"]["median"],
+        "lead_read": by[f"{name} + refined plan, lead (cold)"]["read_bytes_median"],
+        "floor": floor,
         "seed_read": by[f"{name} + seed plan (cold)"]["read_bytes_median"],
         "seed_misses": first["misses"],
         "refined_misses": best["misses"],
         "refine_starts": len(refine["iterations"]),
         "refine_stopped": refine["stopped"],
     }
+
+
+def predict_floor(coldstart, work, label, argv, db, plan):
+    """The floor of the plan (`report --bandwidth-mb-s --request-us`): the
+    device calibrated on the plan's largest file, a warm traced start for
+    when each extent is first used."""
+    scratch = os.path.join(work, f"{label}.calibration.plan")
+    summary = json.loads(run([coldstart, "plan", db, "--calibrate", "--json", "-o", scratch],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout)
+    device = summary["calibration"]
+    warm = json.loads(run([coldstart, "trace", "--as-root", "--json", "--cache", "warm", "-o", db,
+                           "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          text=True).stdout)
+    report = json.loads(run([coldstart, "report", db, "--run", str(warm["run"]), "--plan", plan,
+                             "--no-attribution", "--json",
+                             "--bandwidth-mb-s", str(device["bandwidth_mb_s"]),
+                             "--request-us", str(device["request_us"])],
+                            stdout=subprocess.PIPE, text=True).stdout)
+    floor = report["floor"]
+    floor["bandwidth_mb_s"] = device["bandwidth_mb_s"]
+    floor["request_us"] = device["request_us"]
+    return floor
 
 
 def gap(cold, warm, with_plan):
@@ -188,22 +219,33 @@ def main():
                   f"{m['prefetcher']['bytes'] / mib:.1f} MiB, program read "
                   f"{m['program']['bytes'] / mib:.1f} MiB itself ({reasons(m)} MiB; "
                   f"{m['program']['demanded_pages']} pages demanded)")
-        print(f"- refine: {r['refine_starts']} starts, stopped: {r['refine_stopped']}\n")
+        print(f"- refine: {r['refine_starts']} starts, stopped: {r['refine_stopped']}")
+        f = r["floor"]
+        print(f"- floor: device {f['bandwidth_mb_s']:.0f} MB/s, {f['request_us']:.0f} us a request; a perfect "
+              f"prefetch would hold the start back {f['held_back_ns'] / 1e6:.1f} ms, the plan's own order "
+              f"{f['held_back_plan_order_ns'] / 1e6:.1f} ms; the whole plan is read by "
+              f"{f['plan_read_ns'] / 1e6:.1f} ms\n")
     print(f"device read_ahead_kb {device}; kernel {os.uname().release}; {args.runs} interleaved runs, medians\n")
-    print("| program | read_ahead_kb | warm ms | cold ms | seed plan ms | refined plan ms | gap closed: seed | "
-          "refined | read with refined plan | touched | read / touched | program's own reads / plan |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| program | read_ahead_kb | warm ms | cold ms | seed plan ms | refined plan ms | refined, lead ms | "
+          "gap closed: seed | refined | refined, lead | floor ms | read with refined plan | touched | "
+          "read / touched | program's own reads / plan |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in results:
         g_seed = gap(r["cold_ms"], r["warm_ms"], r["seed_ms"])
         g_refined = gap(r["cold_ms"], r["warm_ms"], r["refined_ms"])
+        g_lead = gap(r["cold_ms"], r["warm_ms"], r["lead_ms"])
+        # The floor: the warm median, held back by what a perfect prefetch
+        # of the plan on the calibrated device could not deliver in time.
+        floor_ms = r["warm_ms"] + r["floor"]["held_back_ns"] / 1e6
         read_over = r["refined_read"] / r["touched"] if r["touched"] else float("nan")
         own = own_over_plan(r["refined_misses"])
         print(f"| {r['name']} | {r['ra']} | {r['warm_ms']:.0f} | {r['cold_ms']:.0f} | {r['seed_ms']:.0f} | "
-              f"{r['refined_ms']:.0f} | {g_seed:.0%} | {g_refined:.0%} | {r['refined_read'] / mib:.1f} MiB | "
+              f"{r['refined_ms']:.0f} | {r['lead_ms']:.0f} | {g_seed:.0%} | {g_refined:.0%} | {g_lead:.0%} | "
+              f"{floor_ms:.0f} | {r['refined_read'] / mib:.1f} MiB | "
               f"{r['touched'] / mib:.1f} MiB | {read_over:.2f} | {own:.1%} |")
         where = f"{r['name']} at read_ahead_kb {r['ra']}"
-        if not g_refined >= MIN_GAP_CLOSED:
-            failures.append(f"{where}: the refined plan closes {g_refined:.0%} of the gap")
+        if not max(g_refined, g_lead) >= MIN_GAP_CLOSED:
+            failures.append(f"{where}: the refined plan closes {max(g_refined, g_lead):.0%} of the gap")
         if not read_over <= MAX_READ_OVER_TOUCHED:
             failures.append(f"{where}: reads {read_over:.2f} x what it touches")
         if not own < MAX_OWN_OVER_PLAN:

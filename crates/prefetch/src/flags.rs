@@ -109,8 +109,28 @@ pub const VERBOSE: Flag = Flag {
     },
 };
 
+/// The most --lead-kb accepts: 1 GiB.
+pub const MAX_LEAD_KB: u64 = 1 << 20;
+
+pub const LEAD: Flag = Flag {
+    long: "lead-kb",
+    short: None,
+    value_name: Some("KB"),
+    help: "Start the program once the prefetcher has requested this much of the plan (at most 100 ms later)",
+    default: Some("0"),
+    choices: &[],
+    set: |flags, value| {
+        let kb = value.to_str().and_then(|text| text.parse().ok());
+        flags.lead_kb = Some(
+            kb.filter(|n| *n <= MAX_LEAD_KB)
+                .ok_or(format!("not a number from 0 to {MAX_LEAD_KB}"))?,
+        );
+        Ok(())
+    },
+};
+
 /// Every flag, in the order help lists them.
-pub const ALL: [&Flag; 5] = [&PLAN, &THREADS, &METHOD, &WAIT, &VERBOSE];
+pub const ALL: [&Flag; 6] = [&PLAN, &THREADS, &METHOD, &LEAD, &WAIT, &VERBOSE];
 
 /// The program to start, after `--`: its name in help, and its help line.
 pub const COMMAND_VALUE_NAME: &str = "CMD";
@@ -132,6 +152,7 @@ pub struct LaunchFlags {
     pub plan: Option<PathBuf>,
     pub threads: Option<usize>,
     pub method: Option<Method>,
+    pub lead_kb: Option<u64>,
     pub wait: bool,
     pub verbose: bool,
 }
@@ -148,6 +169,7 @@ impl LaunchFlags {
             plan,
             self.threads,
             self.method.unwrap_or(DEFAULT_METHOD),
+            self.lead_kb.unwrap_or(0),
             self.wait,
             self.verbose,
         ))
@@ -160,11 +182,13 @@ pub fn launch(
     plan: PathBuf,
     threads: Option<usize>,
     method: Method,
+    lead_kb: u64,
     wait: bool,
     verbose: bool,
 ) -> Launch {
     Launch {
         plan,
+        lead_bytes: lead_kb.min(MAX_LEAD_KB) * 1024,
         replay: ReplayOptions {
             threads: threads
                 .unwrap_or_else(replay::default_threads)
@@ -194,6 +218,7 @@ mod tests {
             parsed(&METHOD, "whole-file").unwrap().method,
             Some(Method::WholeFile)
         );
+        assert_eq!(parsed(&LEAD, "8192").unwrap().lead_kb, Some(8192));
         assert!(parsed(&WAIT, "").unwrap().wait);
         assert!(parsed(&VERBOSE, "").unwrap().verbose);
     }
@@ -204,6 +229,12 @@ mod tests {
             assert_eq!(
                 parsed(&THREADS, threads).unwrap_err(),
                 "not a number from 1 to 256"
+            );
+        }
+        for lead in ["-1", "1048577", "lots", ""] {
+            assert_eq!(
+                parsed(&LEAD, lead).unwrap_err(),
+                "not a number from 0 to 1048576"
             );
         }
         assert_eq!(
@@ -230,7 +261,16 @@ mod tests {
         assert_eq!(defaults.replay.threads, cpus.clamp(2, 8));
         assert!(!defaults.wait && !defaults.verbose);
         // `coldstart run` clamps what coldstart-run refuses.
-        let clamped = launch("a.plan".into(), Some(1000), Method::Pread, true, false);
+        assert_eq!(defaults.lead_bytes, 0);
+        let clamped = launch(
+            "a.plan".into(),
+            Some(1000),
+            Method::Pread,
+            4096,
+            true,
+            false,
+        );
         assert_eq!(clamped.replay.threads, 256);
+        assert_eq!(clamped.lead_bytes, 4 << 20);
     }
 }

@@ -19,6 +19,13 @@ const NAME: &str = "coldstart run";
 pub struct Launch {
     pub plan: PathBuf,
     pub replay: ReplayOptions,
+    /// Start the program once the prefetcher has requested this many bytes
+    /// of the plan (or finished it), waiting at most [`LEAD_TIMEOUT`]: the
+    /// first extents are then in the page cache, or on their way, when the
+    /// dynamic loader maps the program and its libraries, so its first
+    /// faults wait for them instead of each starting a readahead window of
+    /// its own. 0 starts the program at once.
+    pub lead_bytes: u64,
     /// Prefetch everything, then start the program.
     pub wait: bool,
     /// Name every skipped file and print what the replay did.
@@ -35,7 +42,7 @@ pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
             let report = replay::replay(&plan, &launch.replay, &AtomicBool::new(false));
             tell(&launch.plan, &plan, &report, launch.verbose);
         }
-        Ok(plan) => start_prefetcher(&launch.plan, &plan, &launch.replay, launch.verbose),
+        Ok(plan) => start_prefetcher(launch, &plan),
         Err(e) => eprintln!("{NAME}: {e}; starting the program without prefetching"),
     }
     let Some(program) = command.first() else {
@@ -64,12 +71,23 @@ fn load(path: &Path) -> Result<Plan, String> {
     format::parse(&text, path).map_err(|e| e.to_string())
 }
 
+/// The longest the program waits for the prefetcher's lead.
+pub const LEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Forks the prefetcher twice over, so it is nobody's child but a subreaper's
 /// or init's (the program need not reap it), and lets it run the plan until
-/// the program, which this process becomes by exec, exits.
-fn start_prefetcher(plan_path: &Path, plan: &Plan, options: &ReplayOptions, verbose: bool) {
+/// the program, which this process becomes by exec, exits. With a lead, waits
+/// for the prefetcher to say it has requested that much first.
+fn start_prefetcher(launch: &Launch, plan: &Plan) {
     // A pidfd of this process survives exec and reports the program's exit.
     let program = watch_self();
+    // The prefetcher tells the lead by writing a byte; both ends are
+    // close-on-exec, so the program inherits neither.
+    let lead = if launch.lead_bytes > 0 {
+        lead_pipe()
+    } else {
+        None
+    };
     // SAFETY: coldstart is single-threaded here (no thread was started yet),
     // so the child may run ordinary code.
     match unsafe { libc::fork() } {
@@ -83,14 +101,33 @@ fn start_prefetcher(plan_path: &Path, plan: &Plan, options: &ReplayOptions, verb
             // SAFETY: still single-threaded.
             if unsafe { libc::fork() } == 0 {
                 detach_stdio();
+                let signal = lead.map(|(read, write)| {
+                    drop(read);
+                    std::sync::Mutex::new(Some(write))
+                });
+                let on_lead = || {
+                    if let Some(slot) = &signal
+                        && let Ok(mut write) = slot.lock()
+                        && let Some(fd) = write.take()
+                    {
+                        use std::io::Write;
+                        let _ = std::fs::File::from(fd).write_all(b"!");
+                    }
+                };
                 let stop = AtomicBool::new(false);
                 std::thread::scope(|scope| {
                     scope.spawn(|| {
                         wait_for_exit(&program);
                         stop.store(true, Ordering::Relaxed);
                     });
-                    let report = replay::replay(plan, options, &stop);
-                    tell(plan_path, plan, &report, verbose);
+                    let report = replay::replay_with_lead(
+                        plan,
+                        &launch.replay,
+                        &stop,
+                        launch.lead_bytes,
+                        &on_lead,
+                    );
+                    tell(&launch.plan, plan, &report, launch.verbose);
                     // SAFETY: ends this process at once, without waiting for
                     // the watcher thread or running the parent's exit handlers.
                     unsafe { libc::_exit(0) };
@@ -103,7 +140,43 @@ fn start_prefetcher(plan_path: &Path, plan: &Plan, options: &ReplayOptions, verb
             let mut status = 0;
             // SAFETY: reaping our own child, which exits immediately.
             unsafe { libc::waitpid(child, &mut status, 0) };
+            if let Some((read, write)) = lead {
+                drop(write);
+                wait_for_lead(&read);
+            }
         }
+    }
+}
+
+/// A close-on-exec pipe: (read end, write end).
+fn lead_pipe() -> Option<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors on success.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return None;
+    }
+    // SAFETY: fresh descriptors we own.
+    Some(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Waits until the prefetcher writes its byte, closes the pipe (it ended,
+/// or died) or [`LEAD_TIMEOUT`] passes.
+fn wait_for_lead(read: &OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let deadline = std::time::Instant::now() + LEAD_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut poll = libc::pollfd {
+            fd: read.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut poll, 1, left.as_millis() as libc::c_int) };
+        if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return;
     }
 }
 

@@ -136,11 +136,27 @@ struct Shared<'a> {
     resident: AtomicU64,
     bytes: AtomicU64,
     errors: Mutex<Vec<String>>,
+    lead_bytes: u64,
+    on_lead: &'a (dyn Fn() + Sync),
+    lead_told: AtomicBool,
 }
 
 /// Replays `plan` on `options.threads` threads until it is done or `stop`
 /// is raised. Never fails: problems are counted in the report.
 pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> ReplayReport {
+    replay_with_lead(plan, options, stop, 0, &|| {})
+}
+
+/// [`replay`], calling `on_lead` once: when the requests made reach
+/// `lead_bytes` (each request counted once the call that makes it has
+/// returned), or when the replay ends short of that.
+pub fn replay_with_lead(
+    plan: &Plan,
+    options: &ReplayOptions,
+    stop: &AtomicBool,
+    lead_bytes: u64,
+    on_lead: &(dyn Fn() + Sync),
+) -> ReplayReport {
     let started = Instant::now();
     let shared = Shared {
         plan,
@@ -152,6 +168,9 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
         resident: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
         errors: Mutex::new(Vec::new()),
+        lead_bytes,
+        on_lead,
+        lead_told: AtomicBool::new(false),
     };
     // Work items: the plan's extents in order (for the whole-file peers,
     // one item per file), each file opened and checked when its first
@@ -201,6 +220,7 @@ pub fn replay(plan: &Plan, options: &ReplayOptions, stop: &AtomicBool) -> Replay
             set_thread_name(name);
         }
     });
+    shared.tell_lead();
 
     let mut files_opened = 0;
     let mut files_skipped = Vec::new();
@@ -265,7 +285,6 @@ impl Shared<'_> {
             return;
         }
         self.requested.fetch_add(1, Ordering::Relaxed);
-        self.bytes.fetch_add(len, Ordering::Relaxed);
         if let Err(e) = fetch(self.method, handle, offset, len)
             && let Ok(mut errors) = self.errors.lock()
         {
@@ -273,6 +292,17 @@ impl Shared<'_> {
                 "{} at {offset}+{len}: {e}",
                 self.plan.files[file].path
             ));
+        }
+        let requested = self.bytes.fetch_add(len, Ordering::Relaxed) + len;
+        if requested >= self.lead_bytes {
+            self.tell_lead();
+        }
+    }
+
+    /// Calls `on_lead` the first time only.
+    fn tell_lead(&self) {
+        if !self.lead_told.swap(true, Ordering::Relaxed) {
+            (self.on_lead)();
         }
     }
 

@@ -31,6 +31,15 @@ pub struct PrefetchArgs {
     )]
     pub method: Method,
 
+    #[arg(
+        long = flags::LEAD.long,
+        value_name = flags::LEAD.value_name,
+        help = flags::LEAD.help,
+        default_value = flags::LEAD.default,
+        value_parser = clap::value_parser!(u64).range(0..=flags::MAX_LEAD_KB)
+    )]
+    pub lead_kb: u64,
+
     #[arg(long = flags::WAIT.long, help = flags::WAIT.help)]
     pub wait: bool,
 
@@ -45,6 +54,7 @@ impl PrefetchArgs {
             self.plan.clone(),
             self.threads,
             self.method,
+            self.lead_kb,
             self.wait,
             self.verbose,
         )
