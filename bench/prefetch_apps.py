@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -145,10 +146,12 @@ def predict_floor(coldstart, work, label, argv, db, plan):
     summary = json.loads(run([coldstart, "plan", db, "--calibrate", "--json", "-o", scratch],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout)
     device = summary["calibration"]
-    warm = json.loads(run([coldstart, "trace", "--as-root", "--json", "--cache", "warm", "-o", db,
-                           "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    # Its own profile: a warm run must never seed a plan.
+    warm_db = os.path.join(work, f"{label}.warm.db")
+    warm = json.loads(run([coldstart, "trace", "--as-root", "--json", "--cache", "warm", "-o",
+                           warm_db, "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                           text=True).stdout)
-    report = json.loads(run([coldstart, "report", db, "--run", str(warm["run"]), "--plan", plan,
+    report = json.loads(run([coldstart, "report", warm_db, "--run", str(warm["run"]), "--plan", plan,
                              "--no-attribution", "--json",
                              "--bandwidth-mb-s", str(device["bandwidth_mb_s"]),
                              "--request-us", str(device["request_us"])],
@@ -185,6 +188,8 @@ def main():
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (sudo): cold starts drop the page cache")
+    # A kill must unwind too, so that every read_ahead_kb set is restored.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = args.keep or tempfile.mkdtemp(prefix="coldstart-prefetch-")
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, "letter.txt"), "w") as f:

@@ -108,7 +108,7 @@ pub fn refine_loop(
     let mut profile = Profile::create_or_open(&options.profile)?;
     let label = options.profile.display().to_string();
     let mut seeds_traced = Vec::new();
-    if seed_runs(&profile)?.is_empty() {
+    if options.compile.runs.is_none() && seed_runs(&profile)?.is_empty() {
         for i in 0..options.seeds {
             check(interrupted)?;
             step(&format!(
@@ -131,7 +131,11 @@ pub fn refine_loop(
             seeds_traced.push(summary.run);
         }
     }
-    let seed = compile(&profile, &label, &options.compile)
+    let mut compile_options = options.compile.clone();
+    if compile_options.runs.is_none() {
+        compile_options.runs = Some(seed_runs(&profile)?);
+    }
+    let seed = compile(&profile, &label, &compile_options)
         .with_context(|| format!("cannot compile the seed plan from {label}"))?
         .plan;
     step(&format!(
@@ -283,13 +287,17 @@ fn iterate(
     Ok(())
 }
 
-/// The profile's runs a plan is seeded from: complete, not served by a
-/// prefetcher.
+/// The profile's runs a plan is seeded from: complete runs of a started
+/// program traced with readahead off (the exact pages a start needs), not
+/// served by a prefetcher. Runs at other settings (a warm trace, a cold one
+/// at the device's readahead) would make the seed a superset: they are
+/// left out unless named with --runs.
 fn seed_runs(profile: &Profile) -> anyhow::Result<Vec<RunId>> {
     let mut out = Vec::new();
     for run in profile.runs()? {
         if run.complete
             && run.end_reason != Some(EndReason::Failed)
+            && run.start.read_ahead_kb == Some(0)
             && !coldstart_plan::compile::served_by_prefetcher(&profile.processes(run.id)?)
         {
             out.push(run.id);
