@@ -313,13 +313,19 @@ fn the_refined_plan_covers_what_fast_and_slow_starts_load() {
     assert!(!iterations.is_empty(), "{report:#}");
     assert_eq!(
         starts.len(),
-        2 + iterations.len(),
-        "two seeds, then one start per iteration: {starts:?}\n{report:#}"
+        2 + 2 + iterations.len(),
+        "two seeds, a warm start (an untraced warm-up, then the traced start whose order of use \
+         the plans take), then one start per iteration: {starts:?}\n{report:#}"
     );
 
     // The seeds: plain cold starts, readahead off, so the child ran slow,
     // and the seed plan holds exactly what it needs for that.
-    let (seeds, served) = starts.split_at(2);
+    let (seeds, rest) = starts.split_at(2);
+    let (warm, served) = rest.split_at(2);
+    // Warm, the probe page is cached: the child runs fast.
+    for start in warm {
+        assert_eq!(start.mode, Some(Mode::Fast), "{start:?}");
+    }
     for seed in seeds {
         assert_eq!(seed.mode, Some(Mode::Slow), "{seed:?}");
         assert!(seed.touched("fast.dat").is_empty());

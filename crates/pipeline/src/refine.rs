@@ -22,7 +22,7 @@ use anyhow::Context;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::compile::{CompileOptions, compile};
 use coldstart_plan::misses::{MissAccount, MissReason, account};
-use coldstart_plan::refine::{RefineStats, refine};
+use coldstart_plan::refine::{RefineStats, refine, retime};
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_prefetch::{Plan, format};
 use coldstart_profile::{EndReason, Profile, RunId};
@@ -93,6 +93,9 @@ pub struct RefineReport {
     pub seeds_traced: Vec<RunId>,
     pub seed_bytes: u64,
     pub iterations: Vec<Iteration>,
+    /// The length of the warm start whose order of first use the plans
+    /// were put in, ms.
+    pub ordered_by_warm_start_ms: Option<f64>,
     /// Index into `iterations` of the plan written.
     pub best: Option<usize>,
     pub stopped: String,
@@ -151,6 +154,7 @@ pub fn refine_loop(
         seeds_traced,
         seed_bytes: seed.bytes(),
         iterations: Vec::new(),
+        ordered_by_warm_start_ms: None,
         best: None,
         stopped: format!("ran {} iterations", options.iterations),
     };
@@ -172,7 +176,11 @@ fn iterate(
     interrupted: &AtomicBool,
     step: Step<'_>,
 ) -> anyhow::Result<()> {
-    let mut candidate = seed.clone();
+    // The order the plans are read in: the one a warm start uses them in.
+    let warm = warm_reference(options, interrupted, step)?;
+    report.ordered_by_warm_start_ms =
+        Some(warm.ready_ns().or(warm.run.ended_ns).unwrap_or(0) as f64 / 1e6);
+    let mut candidate = retime(seed, &warm);
     // (plannable misses, bytes the program read) of the best start so far.
     let mut best: Option<(u64, u64)> = None;
     let mut retried: Vec<usize> = Vec::new();
@@ -282,7 +290,7 @@ fn iterate(
             refined.stats.dropped_pages,
             refined.stats.window_pages_left_out
         ));
-        candidate = refined.plan;
+        candidate = retime(&refined.plan, &warm);
     }
     Ok(())
 }
@@ -304,6 +312,46 @@ fn seed_runs(profile: &Profile) -> anyhow::Result<Vec<RunId>> {
         }
     }
     Ok(out)
+}
+
+/// A warm start of the program, traced into a profile of its own that is
+/// removed afterwards (a warm run must never seed a plan): when it first
+/// uses each page is the order a perfect prefetch reads them in
+/// (`coldstart_plan::floor`), which the plans are put in
+/// (`coldstart_plan::refine::retime`).
+fn warm_reference(
+    options: &RefineOptions,
+    interrupted: &AtomicBool,
+    step: Step<'_>,
+) -> anyhow::Result<LoadedRun> {
+    check(interrupted)?;
+    step("tracing a warm start, for the order the start uses its pages in");
+    let dir = options
+        .plan_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let scratch = tempfile::Builder::new()
+        .prefix(".coldstart-warm-")
+        .tempdir_in(dir)
+        .or_else(|_| tempfile::tempdir())
+        .context("cannot make a directory for the warm start's profile")?;
+    let path = scratch.path().join("warm.db");
+    let mut profile = Profile::create_or_open(&path)?;
+    let summary = trace(
+        &mut profile,
+        &TraceOptions {
+            cache: coldstart_profile::CacheMode::Warm,
+            read_ahead_kb: options.read_ahead_kb,
+            ..TraceOptions::cold(clone_launch(&options.launch, None))
+        },
+        interrupted,
+        |_| {},
+        |_| {},
+    )
+    .context("tracing a warm start")?;
+    ended_well(summary.reason, summary.run)?;
+    Ok(LoadedRun::load(&profile, Some(summary.run))?)
 }
 
 fn check(interrupted: &AtomicBool) -> anyhow::Result<()> {

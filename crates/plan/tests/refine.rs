@@ -405,3 +405,50 @@ fn with_no_served_start_the_refinement_is_the_seed() {
     assert_eq!(refined.plan.files, seed.files);
     assert_eq!(refined.plan.extents, seed.extents);
 }
+
+#[test]
+fn retiming_puts_the_extents_in_the_order_a_start_first_used_them() {
+    // a.so 0-3 needed at 10 ms, c.so 3 at 12 ms, a.so 40-41 at 50 ms (the
+    // plan's last need). The start, ready at 25 ms: the program maps a.so
+    // 40 at 2 ms and faults c.so 3 at 6 ms; a.so 0-3 it never uses, so its
+    // need scales by 25 / 50 to 5 ms; the prefetcher's read of a.so 0 at
+    // 0.1 ms and the outsider's fault on it at 0.2 ms are not uses.
+    let plan = plan(
+        vec![
+            plan_file("/etc/opened", 1),
+            plan_file("/lib/a.so", 100),
+            plan_file("/lib/c.so", 10),
+        ],
+        vec![
+            extent(1, 0, 4, 10),
+            extent(2, 3, 1, 12),
+            extent(1, 40, 2, 50),
+        ],
+        "demand",
+    );
+    let start = served(
+        SERVED,
+        vec![file(A, "/lib/a.so", 100), file(C, "/lib/c.so", 10)],
+        vec![
+            event(100, PREFETCHER, A, 0, 4, PageEventKind::Read),
+            event(200, OUTSIDER, A, 0, 1, PageEventKind::Fault),
+            event(2_000, APP, A, 40, 1, PageEventKind::Map),
+            event(6_000, APP, C, 3, 1, PageEventKind::Fault),
+        ],
+        Some(25),
+        100,
+    );
+    let retimed = coldstart_plan::refine::retime(&plan, &start);
+    assert_eq!(
+        extents(&retimed),
+        [
+            ("/lib/a.so", 40, 2, 2),
+            ("/lib/a.so", 0, 4, 5),
+            ("/lib/c.so", 3, 1, 6),
+        ]
+    );
+    // The opened-only file first, then by first need; nothing else moves.
+    assert_eq!(paths(&retimed), ["/etc/opened", "/lib/a.so", "/lib/c.so"]);
+    assert_eq!(retimed.bytes(), plan.bytes());
+    assert_eq!(retimed.source, plan.source);
+}
