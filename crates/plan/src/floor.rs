@@ -115,7 +115,7 @@ fn lateness(
 
 /// For each extent of the plan, the earliest event of the program (not a
 /// prefetcher) on any of its pages in `run`, before the run was ready.
-fn first_use_by_extent(plan: &Plan, run: &LoadedRun) -> Vec<Option<i64>> {
+pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun) -> Vec<Option<i64>> {
     let prefetcher: Vec<i32> = run
         .tree_processes()
         .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))

@@ -294,48 +294,7 @@ fn assemble(
 /// back 85 ms.
 pub fn retime(plan: &Plan, run: &LoadedRun) -> Plan {
     let until = run.ready_ns().or(run.run.ended_ns);
-    let prefetcher = crate::misses::prefetcher_tasks(run);
-    // Per plan file, its extents as (first page, end page, index), sorted.
-    let mut by_path: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
-    for (index, e) in plan.extents.iter().enumerate() {
-        if let Some(file) = plan.files.get(e.file) {
-            by_path.entry(file.path.as_str()).or_default().push((
-                e.page,
-                e.page.saturating_add(e.pages),
-                index,
-            ));
-        }
-    }
-    for extents in by_path.values_mut() {
-        extents.sort_unstable();
-    }
-    let paths: HashMap<_, _> = run
-        .files
-        .iter()
-        .filter_map(|f| plannable_path(f).map(|p| (f.id, p)))
-        .collect();
-    let mut first: Vec<Option<i64>> = vec![None; plan.extents.len()];
-    for e in run.tree_events() {
-        if e.kind == PageEventKind::Evict
-            || prefetcher.contains(&e.pid)
-            || until.is_some_and(|u| e.t_ns > u)
-        {
-            continue;
-        }
-        let Some(extents) = paths.get(&e.file_id).and_then(|p| by_path.get(p)) else {
-            continue;
-        };
-        let pages = event_pages(e);
-        let from = extents.partition_point(|&(_, end, _)| end <= pages.start);
-        for &(start, _, index) in &extents[from..] {
-            if start >= pages.end {
-                break;
-            }
-            if first[index].is_none_or(|t| e.t_ns < t) {
-                first[index] = Some(e.t_ns);
-            }
-        }
-    }
+    let first = crate::floor::first_use_by_extent(plan, run);
     let plan_end = plan.extents.iter().map(|e| e.need_ns).max().unwrap_or(0);
     let scale = match until {
         Some(u) if u > 0 && plan_end > 0 => u as f64 / plan_end as f64,
