@@ -6,7 +6,7 @@
 
 use crate::model::{Plan, PlanFile};
 use coldstart_system::build_id::build_id_of_open;
-use coldstart_system::cache;
+use coldstart_system::{cache, readahead};
 use serde::Serialize;
 use std::fs::File;
 use std::io;
@@ -379,29 +379,71 @@ fn open_checked(planned: &PlanFile) -> Opened {
     Ok(file)
 }
 
+/// The most one readahead(2) or fadvise(WILLNEED) call is asked for when
+/// sysfs does not tell the device's own cap: the kernel's default
+/// read_ahead_kb, below any cap it applies.
+const FALLBACK_CALL_CAP: u64 = 128 << 10;
+
+/// The per-call cap of the device holding `file`, read from sysfs once per
+/// device.
+fn call_cap(file: &File) -> u64 {
+    static CAPS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+    let Ok(meta) = file.metadata() else {
+        return FALLBACK_CALL_CAP;
+    };
+    let dev = meta.dev();
+    let Ok(mut caps) = CAPS.lock() else {
+        return FALLBACK_CALL_CAP;
+    };
+    if let Some(&(_, cap)) = caps.iter().find(|(d, _)| *d == dev) {
+        return cap;
+    }
+    let cap = readahead::call_cap_bytes_of_device(dev).unwrap_or(FALLBACK_CALL_CAP);
+    caps.push((dev, cap));
+    cap
+}
+
+/// `[offset, offset + len)` in pieces of at most `cap` bytes.
+pub fn pieces(offset: u64, len: u64, cap: u64) -> impl Iterator<Item = (u64, u64)> {
+    let cap = cap.max(1);
+    let end = offset.saturating_add(len);
+    (offset..end)
+        .step_by(cap as usize)
+        .map(move |at| (at, cap.min(end - at)))
+}
+
 /// Asks for `[offset, offset + len)` of `file` by `method`.
 fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::Result<()> {
     let fd = file.as_raw_fd();
     match method {
-        Method::Readahead | Method::WholeFile => {
-            // SAFETY: plain syscall on an open descriptor.
-            if unsafe { libc::readahead(fd, offset as libc::off64_t, len as usize) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        }
-        Method::Fadvise => {
-            // SAFETY: as above; returns the error number.
-            let rc = unsafe {
-                libc::posix_fadvise(
-                    fd,
-                    offset as libc::off_t,
-                    len as libc::off_t,
-                    libc::POSIX_FADV_WILLNEED,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::from_raw_os_error(rc));
+        Method::Readahead | Method::WholeFile | Method::Fadvise => {
+            // The kernel reads at most the device's cap per call and drops
+            // the rest without a word: ask in pieces no larger.
+            let cap = call_cap(file);
+            for (at, piece) in pieces(offset, len, cap) {
+                let rc = if method == Method::Fadvise {
+                    // SAFETY: plain syscall on an open descriptor; returns
+                    // the error number.
+                    unsafe {
+                        libc::posix_fadvise(
+                            fd,
+                            at as libc::off_t,
+                            piece as libc::off_t,
+                            libc::POSIX_FADV_WILLNEED,
+                        )
+                    }
+                } else {
+                    // SAFETY: as above; -1 and errno on failure.
+                    match unsafe { libc::readahead(fd, at as libc::off64_t, piece as usize) } {
+                        0 => 0,
+                        _ => io::Error::last_os_error()
+                            .raw_os_error()
+                            .unwrap_or(libc::EIO),
+                    }
+                };
+                if rc != 0 {
+                    return Err(io::Error::from_raw_os_error(rc));
+                }
             }
             Ok(())
         }
@@ -470,4 +512,23 @@ fn map_and_touch(file: &File, offset: u64, len: u64, method: Method) -> io::Resu
     // SAFETY: unmapping our own mapping.
     unsafe { libc::munmap(map, length) };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pieces;
+
+    #[test]
+    fn a_range_is_asked_for_in_pieces_no_larger_than_the_cap() {
+        let got: Vec<_> = pieces(4096, 10 * 4096, 4 * 4096).collect();
+        assert_eq!(
+            got,
+            [(4096, 16384), (20480, 16384), (36864, 8192)],
+            "4 + 4 + 2 pages from page 1"
+        );
+        assert_eq!(pieces(0, 8192, 8192).collect::<Vec<_>>(), [(0, 8192)]);
+        assert_eq!(pieces(0, 0, 8192).count(), 0);
+        // A cap of 0 (never given) still makes progress.
+        assert_eq!(pieces(0, 3, 0).count(), 3);
+    }
 }

@@ -261,3 +261,23 @@ fn a_file_with_another_build_id_is_skipped() {
     );
     assert_eq!(bad.extents_requested, 0);
 }
+
+#[test]
+fn an_extent_larger_than_one_readahead_call_reads_is_read_whole() {
+    // The kernel reads at most max(max_sectors_kb, read_ahead_kb) per
+    // readahead(2) or fadvise(WILLNEED) call and drops the rest; an extent
+    // half as large again must still come in whole, by mincore.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dev = std::fs::metadata(dir.path()).unwrap().dev();
+    let cap = coldstart_system::readahead::call_cap_bytes_of_device(dev).unwrap_or(8 << 20);
+    let pages = cap / PAGE * 3 / 2;
+    for method in [Method::Readahead, Method::Fadvise] {
+        let big = cold_file(dir.path(), &format!("big-{}", method.as_str()), pages);
+        let plan = plan(vec![big.clone()], &[(0, 0, pages)]);
+        let report = replay(&plan, &options(method), &AtomicBool::new(false));
+        assert_eq!(report.extents_requested, 1, "{method:?}");
+        let all: Vec<u64> = (0..pages).collect();
+        assert_eq!(settled(&big.path, &all).len() as u64, pages, "{method:?}");
+    }
+}

@@ -243,6 +243,29 @@ pub fn read_ahead_kb_of_device(dev: u64) -> Option<u64> {
     .and_then(|t| t.trim().parse().ok())
 }
 
+/// The most bytes one readahead(2) or fadvise(WILLNEED) call reads on a
+/// device: the kernel clips each call to the larger of the device's
+/// largest request (max_sectors_kb) and its read_ahead_kb
+/// (force_page_cache_ra), silently. None when sysfs does not say (a
+/// filesystem without a block device of its own).
+pub fn call_cap_bytes_of_device(dev: u64) -> Option<u64> {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    let read = |name: &str| -> Option<u64> {
+        [
+            base.join("queue").join(name),
+            base.join("../queue").join(name),
+        ]
+        .iter()
+        .find_map(|p| fs::read_to_string(p).ok())
+        .and_then(|t| t.trim().parse().ok())
+    };
+    let largest = read("max_sectors_kb")
+        .unwrap_or(0)
+        .max(read("read_ahead_kb").unwrap_or(0));
+    (largest > 0).then_some(largest * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
