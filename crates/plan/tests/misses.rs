@@ -3,6 +3,8 @@
 //! occurs a number of times the test knows by construction; and finding
 //! the plan in a run's command line.
 
+mod common;
+
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::misses::{
     ByReason, Count, FileMisses, MissAccount, MissReason, account, misses, plan_of_run,
@@ -12,10 +14,9 @@ use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
 use coldstart_profile::{
     EndReason, File, FileId, Mark, PageEvent, PageEventKind, Process, Run, RunId, handmade,
 };
+use common::{MS, PAGE, event, file, plan_file};
 use std::path::PathBuf;
 
-const MS: i64 = 1_000_000;
-const PAGE: u64 = 4096;
 const RUN: RunId = 7;
 /// The program: process 100, its thread 101, and a child process 200.
 const APP: i32 = 100;
@@ -27,8 +28,6 @@ const PREFETCHER: i32 = 150;
 const PREFETCHER_THREAD: i32 = 151;
 /// Another program on the machine, not traced.
 const OUTSIDER: i32 = 999;
-/// glibc's makedev(8, 1): a real disk.
-const SDA1: u64 = (8 << 8) | 1;
 /// makedev(0, 23): an in-kernel filesystem.
 const SHM: u64 = 23;
 
@@ -39,28 +38,6 @@ const CHANGED: FileId = 3;
 const IN_KERNEL: FileId = 4;
 const B: FileId = 5;
 const OTHER: FileId = 6;
-
-fn file(id: FileId, path: &str, pages: u64) -> File {
-    File {
-        id,
-        dev: SDA1,
-        ino: 1000 + id as u64,
-        path: Some(path.into()),
-        size: Some(pages * PAGE),
-        mtime_ns: Some(7),
-        build_id: None,
-        opened_by_tree: true,
-    }
-}
-
-fn plan_file(path: &str, pages: u64) -> PlanFile {
-    PlanFile {
-        path: path.into(),
-        size: pages * PAGE,
-        mtime_ns: Some(7),
-        build_id: None,
-    }
-}
 
 fn extent(file: usize, page: u64, pages: u64) -> Extent {
     Extent {
@@ -85,25 +62,6 @@ fn plan(files: Vec<PlanFile>, extents: Vec<Extent>) -> Plan {
         },
         files,
         extents,
-    }
-}
-
-/// `npages` pages of `file` from `page`, by `pid`, at `t_us` µs.
-fn event(
-    t_us: i64,
-    pid: i32,
-    file_id: FileId,
-    page: u64,
-    npages: u64,
-    kind: PageEventKind,
-) -> PageEvent {
-    PageEvent {
-        t_ns: t_us * 1000,
-        pid,
-        file_id,
-        page,
-        npages,
-        kind,
     }
 }
 

@@ -3,6 +3,8 @@
 //! of added pages scaled into the seed's time line, and extents built as
 //! compile builds them.
 
+mod common;
+
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::compile::CompileOptions;
 use coldstart_plan::refine::{RefineStats, refine};
@@ -11,30 +13,18 @@ use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
 use coldstart_profile::{
     EndReason, File, FileId, Mark, PageEvent, PageEventKind, Process, Run, RunId, handmade,
 };
+use common::{MS, PAGE, event, file, plan_file};
 
-const MS: i64 = 1_000_000;
-const PAGE: u64 = 4096;
 const SERVED: RunId = 7;
 const APP: i32 = 100;
 const PREFETCHER: i32 = 150;
 const OUTSIDER: i32 = 999;
-/// glibc's makedev(8, 1): a real disk.
-const SDA1: u64 = (8 << 8) | 1;
 
 /// File ids of the served run.
 const A: FileId = 1;
 const C: FileId = 2;
 const NEW: FileId = 3;
 const CHANGED: FileId = 4;
-
-fn plan_file(path: &str, pages: u64) -> PlanFile {
-    PlanFile {
-        path: path.into(),
-        size: pages * PAGE,
-        mtime_ns: Some(7),
-        build_id: None,
-    }
-}
 
 fn extent(file: usize, page: u64, pages: u64, need_ms: i64) -> Extent {
     Extent {
@@ -59,38 +49,6 @@ fn plan(files: Vec<PlanFile>, extents: Vec<Extent>, pages_from: &str) -> Plan {
         },
         files,
         extents,
-    }
-}
-
-fn file(id: FileId, path: &str, pages: u64) -> File {
-    File {
-        id,
-        dev: SDA1,
-        ino: 1000 + id as u64,
-        path: Some(path.into()),
-        size: Some(pages * PAGE),
-        mtime_ns: Some(7),
-        build_id: None,
-        opened_by_tree: true,
-    }
-}
-
-/// `npages` pages of `file` from `page`, by `pid`, at `t_us` µs.
-fn event(
-    t_us: i64,
-    pid: i32,
-    file_id: FileId,
-    page: u64,
-    npages: u64,
-    kind: PageEventKind,
-) -> PageEvent {
-    PageEvent {
-        t_ns: t_us * 1000,
-        pid,
-        file_id,
-        page,
-        npages,
-        kind,
     }
 }
 
