@@ -5,7 +5,7 @@
 //! record of the pages it touched and of the mode it ran in, mincore, and
 //! the plans the tests arrange by hand; never coldstart's own numbers.
 
-use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource, format};
+use coldstart_prefetch::{PlanFile, format};
 use coldstart_testkit::{can_trace, resident_pages, run_ok, skip};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -436,29 +436,7 @@ fn the_refined_plan_covers_what_fast_and_slow_starts_load() {
 /// A hand-made plan: `extents` are (file index, first page, pages), in
 /// prefetch order.
 fn write_plan(path: &Path, files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) {
-    let plan = Plan {
-        page_size: page_size(),
-        source: PlanSource {
-            profile: "hand-made".to_string(),
-            runs: vec![1],
-            min_runs: 1,
-            merge_gap_pages: 0,
-            max_extent_pages: 1024,
-            max_bytes: None,
-            pages_from: "demand".to_string(),
-        },
-        files,
-        extents: extents
-            .iter()
-            .enumerate()
-            .map(|(i, &(file, page, pages))| Extent {
-                file,
-                page,
-                pages,
-                need_ns: i as i64 * 1_000_000,
-            })
-            .collect(),
-    };
+    let plan = coldstart_prefetch::handmade::plan(page_size(), files, extents);
     std::fs::write(path, format::write(&plan)).unwrap();
 }
 

@@ -3,7 +3,7 @@
 //! program itself with mincore), the program keeps its pid, streams, exit
 //! status and signals, and a broken plan never keeps it from starting.
 
-use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource, format};
+use coldstart_prefetch::{PlanFile, format};
 use coldstart_testkit::run_ok;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -40,29 +40,7 @@ fn cold_file(path: &Path, pages: u64) -> PlanFile {
 }
 
 fn write_plan(path: &Path, files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) {
-    let plan = Plan {
-        page_size: PAGE,
-        source: PlanSource {
-            profile: "hand-made".to_string(),
-            runs: vec![1],
-            min_runs: 1,
-            merge_gap_pages: 0,
-            max_extent_pages: 1024,
-            max_bytes: None,
-            pages_from: "demand".to_string(),
-        },
-        files,
-        extents: extents
-            .iter()
-            .enumerate()
-            .map(|(i, &(file, page, pages))| Extent {
-                file,
-                page,
-                pages,
-                need_ns: i as i64,
-            })
-            .collect(),
-    };
+    let plan = coldstart_prefetch::handmade::plan(PAGE, files, extents);
     std::fs::write(path, format::write(&plan)).unwrap();
 }
 

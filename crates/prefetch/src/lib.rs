@@ -8,6 +8,7 @@
 pub mod calibrate;
 pub mod flags;
 pub mod format;
+pub mod handmade;
 pub mod launch;
 pub mod launcher;
 pub mod model;

@@ -3,7 +3,7 @@
 //! changed and missing files are skipped; resident extents are left alone.
 
 use coldstart_prefetch::replay::{Method, ReplayOptions, replay};
-use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
+use coldstart_prefetch::{Plan, PlanFile};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -47,29 +47,7 @@ fn settled(path: &str, expected: &[u64]) -> Vec<u64> {
 }
 
 fn plan(files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) -> Plan {
-    Plan {
-        page_size: PAGE,
-        source: PlanSource {
-            profile: "test".to_string(),
-            runs: vec![1],
-            min_runs: 1,
-            merge_gap_pages: 0,
-            max_extent_pages: 1024,
-            max_bytes: None,
-            pages_from: "demand".to_string(),
-        },
-        files,
-        extents: extents
-            .iter()
-            .enumerate()
-            .map(|(i, &(file, page, pages))| Extent {
-                file,
-                page,
-                pages,
-                need_ns: i as i64 * 1000,
-            })
-            .collect(),
-    }
+    coldstart_prefetch::handmade::plan(PAGE, files, extents)
 }
 
 fn options(method: Method) -> ReplayOptions {
