@@ -227,7 +227,17 @@ pub fn compile(
         warnings.extend(apply_cap(&mut decided.extents, cap, page_size, &mut stats));
     }
     stats.files_opened_only = decided.opened_only.len();
-    let files = number_files(decided.opened_only, decided.planned, &mut decided.extents);
+    let into_files = |pairs: Vec<(String, Identity)>| -> Vec<PlanFile> {
+        pairs
+            .into_iter()
+            .map(|(path, identity)| plan_file(path, identity))
+            .collect()
+    };
+    let files = number_files(
+        into_files(decided.opened_only),
+        into_files(decided.planned),
+        &mut decided.extents,
+    );
 
     let plan = Plan {
         page_size,
@@ -486,25 +496,25 @@ fn apply_cap(
     Some(warning)
 }
 
-/// The plan's files: those only opened first (by path), then the planned
-/// ones in order of first need; renumbers the extents' files to match.
-fn number_files(
-    opened_only: Vec<(String, Identity)>,
-    planned: Vec<(String, Identity)>,
+/// The plan's files: `opened_only` first, as given, then `planned` in the
+/// order the (sorted) extents first need them; renumbers the extents'
+/// files, which index `planned`, to match. Planned files no extent names
+/// are left out.
+pub(crate) fn number_files(
+    opened_only: Vec<PlanFile>,
+    planned: Vec<PlanFile>,
     extents: &mut [Extent],
 ) -> Vec<PlanFile> {
-    let mut files: Vec<PlanFile> = opened_only
-        .into_iter()
-        .map(|(path, identity)| plan_file(path, identity))
-        .collect();
+    let mut files = opened_only;
     let mut renumber: Vec<Option<usize>> = vec![None; planned.len()];
-    let mut slots: Vec<Option<(String, Identity)>> = planned.into_iter().map(Some).collect();
+    let mut slots: Vec<Option<PlanFile>> = planned.into_iter().map(Some).collect();
     for extent in extents {
         let new = *renumber[extent.file].get_or_insert_with(|| {
-            let (path, identity) = slots[extent.file]
-                .take()
-                .expect("each file is numbered once");
-            files.push(plan_file(path, identity));
+            files.push(
+                slots[extent.file]
+                    .take()
+                    .expect("each file is numbered once"),
+            );
             files.len() - 1
         });
         extent.file = new;

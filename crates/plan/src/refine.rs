@@ -21,7 +21,7 @@
 //! time, or its end), so that the prefetch order stays one order.
 
 use crate::compile::{
-    CompileOptions, CompileStats, build_extents, identity, plan_file, plannable_path,
+    CompileOptions, CompileStats, build_extents, identity, number_files, plan_file, plannable_path,
 };
 use crate::misses::{MissReason, misses};
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
@@ -249,22 +249,15 @@ fn assemble(
     // Opened-only files first (by path), as compile writes them, then the
     // planned ones in order of first need.
     let with_extents: HashSet<usize> = current.extents.iter().map(|e| e.file).collect();
-    let mut out: Vec<PlanFile> = current
+    let mut opened_only: Vec<PlanFile> = current
         .files
         .iter()
         .enumerate()
         .filter(|(i, f)| !with_extents.contains(i) && !planned.iter().any(|p| p.path == f.path))
         .map(|(_, f)| f.clone())
         .collect();
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut renumber: Vec<Option<usize>> = vec![None; planned.len()];
-    for extent in &mut extents {
-        let new = *renumber[extent.file].get_or_insert_with(|| {
-            out.push(planned[extent.file].clone());
-            out.len() - 1
-        });
-        extent.file = new;
-    }
+    opened_only.sort_by(|a, b| a.path.cmp(&b.path));
+    let out = number_files(opened_only, planned, &mut extents);
     let mut runs = seed.source.runs.clone();
     runs.extend(served.iter().map(LoadedRun::id));
     runs.sort_unstable();
@@ -312,21 +305,26 @@ pub fn retime(plan: &Plan, run: &LoadedRun) -> Plan {
     extents.sort_by_key(|e| (e.need_ns, e.file, e.page));
     // Files: the opened-only ones first, as they were, then by first need.
     let with_extents: HashSet<usize> = extents.iter().map(|e| e.file).collect();
-    let mut files: Vec<PlanFile> = Vec::new();
-    let mut renumber: Vec<Option<usize>> = vec![None; plan.files.len()];
-    for (index, file) in plan.files.iter().enumerate() {
-        if !with_extents.contains(&index) {
-            renumber[index] = Some(files.len());
-            files.push(file.clone());
-        }
+    let (opened_only, planned): (Vec<_>, Vec<_>) = plan
+        .files
+        .iter()
+        .cloned()
+        .enumerate()
+        .partition(|(index, _)| !with_extents.contains(index));
+    // Extents index the plan's files; number_files wants them to index the
+    // planned ones.
+    let mut position = vec![0; plan.files.len()];
+    for (at, (index, _)) in planned.iter().enumerate() {
+        position[*index] = at;
     }
     for extent in &mut extents {
-        let new = *renumber[extent.file].get_or_insert_with(|| {
-            files.push(plan.files[extent.file].clone());
-            files.len() - 1
-        });
-        extent.file = new;
+        extent.file = position[extent.file];
     }
+    let files = number_files(
+        opened_only.into_iter().map(|(_, f)| f).collect(),
+        planned.into_iter().map(|(_, f)| f).collect(),
+        &mut extents,
+    );
     Plan {
         page_size: plan.page_size,
         source: plan.source.clone(),
