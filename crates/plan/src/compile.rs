@@ -571,9 +571,9 @@ fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, 
 /// Whether a run's tree had the prefetcher's tasks in it: a start through
 /// `coldstart run` or `coldstart-run`.
 pub fn served_by_prefetcher(processes: &[coldstart_profile::Process]) -> bool {
-    processes.iter().any(|p| {
-        p.in_tree && p.comm.as_deref() == Some(coldstart_prefetch::replay::PREFETCHER_COMM)
-    })
+    processes
+        .iter()
+        .any(|p| p.in_tree && coldstart_prefetch::replay::is_prefetcher(p.comm.as_deref()))
 }
 
 /// The first few of `items`, and how many more.

@@ -20,7 +20,6 @@
 use crate::compile::plannable_path;
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
 use coldstart_prefetch::Plan;
-use coldstart_prefetch::replay::PREFETCHER_COMM;
 use coldstart_profile::PageEventKind;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -116,11 +115,7 @@ fn lateness(
 /// For each extent of the plan, the earliest event of the program (not a
 /// prefetcher) on any of its pages in `run`, before the run was ready.
 pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun) -> Vec<Option<i64>> {
-    let prefetcher: Vec<i32> = run
-        .tree_processes()
-        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
-        .map(|p| p.pid)
-        .collect();
+    let prefetcher = crate::misses::prefetcher_tasks(run);
     let until = run.ready_ns().or(run.run.ended_ns);
     // Per plan file, its extents as (first page, end page, index), sorted.
     let mut by_path: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();

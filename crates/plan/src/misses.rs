@@ -4,7 +4,7 @@
 //! already there.
 //!
 //! The prefetcher's tasks are known by their name
-//! ([`PREFETCHER_COMM`]); every other task of the traced tree is the
+//! ([`coldstart_prefetch::replay::PREFETCHER_COMM`]); every other task of the traced tree is the
 //! program. Each page the program brought into the cache gets one reason,
 //! decided in this order:
 //! - it was read before the prefetcher's first task started: the
@@ -30,7 +30,7 @@ use coldstart_analyze::loaded::{LoadedRun, event_pages};
 use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
-use coldstart_prefetch::replay::PREFETCHER_COMM;
+use coldstart_prefetch::replay::is_prefetcher;
 use coldstart_profile::{FileId, PageEventKind, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -233,10 +233,10 @@ impl PlanView {
     }
 }
 
-/// Whether task `pid` of `run` is one of the prefetcher's.
+/// The tasks of `run`'s tree that are the prefetcher's.
 pub fn prefetcher_tasks(run: &LoadedRun) -> HashSet<i32> {
     run.tree_processes()
-        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+        .filter(|p| is_prefetcher(p.comm.as_deref()))
         .map(|p| p.pid)
         .collect()
 }

@@ -76,6 +76,12 @@ pub const PREFETCHER_COMM: &str = "cs-prefetch";
 
 const _: () = assert!(PREFETCHER_COMM.len() <= 15);
 
+/// Whether a task of that name (comm) is the prefetcher's: the one test
+/// every reading of a trace applies.
+pub fn is_prefetcher(comm: Option<&str>) -> bool {
+    comm == Some(PREFETCHER_COMM)
+}
+
 /// Prefetch threads when not told: the CPUs, at least 2 and at most 8.
 /// readahead(2) only waits for the file's block mapping and page
 /// allocation, so a few threads keep the device busy; more compete with

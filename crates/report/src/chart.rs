@@ -16,7 +16,7 @@
 //!   read() accesses) hollow red boxes on top, fault-around windows light
 //!   green bars behind, drawn only in cells with neither a read nor a touch.
 //!   In a start served by a prefetcher (`coldstart run`, `coldstart-run`),
-//!   the reads of its tasks (named [`PREFETCHER_COMM`]) are orange bars
+//!   the reads of its tasks (named [`coldstart_prefetch::replay::PREFETCHER_COMM`]) are orange bars
 //!   under the program's own blue ones, so what the program still read
 //!   itself stands out; only panels with such reads have their group, and
 //!   the legend names them only when the chart shows some.
@@ -32,7 +32,9 @@
 //! tests can find it.
 
 use coldstart_analyze::{Band, FileTimeline, Timeline};
+#[cfg(test)]
 use coldstart_prefetch::replay::PREFETCHER_COMM;
+use coldstart_prefetch::replay::is_prefetcher;
 use coldstart_profile::PageEventKind;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -345,7 +347,7 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
     let prefetcher: HashSet<i32> = timeline
         .processes
         .iter()
-        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+        .filter(|p| is_prefetcher(p.comm.as_deref()))
         .map(|p| p.pid)
         .collect();
     let (layout, marks) = loop {
