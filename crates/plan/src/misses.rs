@@ -249,13 +249,8 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
     // Per file id: the path the plan would know it by, and whether the run
     // saw the file the plan recorded.
     let mut in_plan: HashMap<FileId, (Option<&PageSet>, bool)> = HashMap::new();
-    // Files of device 0 (shared memory, memfd, the kernel's own) enter the
-    // cache without reading any device: not misses.
-    let mut in_kernel: HashSet<FileId> = HashSet::new();
+    let in_kernel = in_kernel_files(run);
     for file in &run.files {
-        if libc::major(file.dev as libc::dev_t) == 0 {
-            in_kernel.insert(file.id);
-        }
         let path = plannable_path(file)
             .map(str::to_string)
             .unwrap_or_else(|| label(file));
@@ -342,6 +337,17 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
     out
 }
 
+/// Files of device 0 (filesystem metadata, shared memory, memfd): their
+/// pages enter the cache without a read of a file on a device, so they are
+/// counted apart, never as misses.
+fn in_kernel_files(run: &LoadedRun) -> HashSet<FileId> {
+    run.files
+        .iter()
+        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .map(|f| f.id)
+        .collect()
+}
+
 fn contains(set: &PageSet, page: u64) -> bool {
     set.pages_overlapping(page, page + 1, 1) > 0
 }
@@ -363,12 +369,7 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         })
         .collect();
 
-    let in_kernel: HashSet<FileId> = run
-        .files
-        .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
-        .map(|f| f.id)
-        .collect();
+    let in_kernel = in_kernel_files(run);
     let mut prefetcher_in_kernel = Count::default();
     let mut program_in_kernel = Count::default();
     let mut prefetched = Count::default();
