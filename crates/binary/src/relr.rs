@@ -43,6 +43,40 @@ pub fn encoded_words(offsets: &[u64], word_size: u64) -> u64 {
     words
 }
 
+/// The canonical RELR encoding of `offsets` (the greedy one linkers emit,
+/// so `encode(o, w).len() == encoded_words(o, w)`), for `coldstart pack`.
+///
+/// `offsets` must be sorted, deduplicated and aligned to `word_size`.
+pub fn encode(offsets: &[u64], word_size: u64) -> Vec<u64> {
+    debug_assert!(word_size == 4 || word_size == 8);
+    let bits_per_bitmap = word_size * 8 - 1;
+    let bitmap_span = bits_per_bitmap * word_size;
+    let mut words = Vec::new();
+    let mut i = 0usize;
+    while i < offsets.len() {
+        words.push(offsets[i]);
+        let mut base = offsets[i].wrapping_add(word_size);
+        i += 1;
+        loop {
+            let mut bitmap = 0u64;
+            while i < offsets.len() {
+                let delta = offsets[i].wrapping_sub(base);
+                if offsets[i] < base || delta >= bitmap_span {
+                    break;
+                }
+                bitmap |= 1 << (delta / word_size);
+                i += 1;
+            }
+            if bitmap == 0 {
+                break;
+            }
+            words.push(bitmap << 1 | 1);
+            base = base.wrapping_add(bitmap_span);
+        }
+    }
+    words
+}
+
 /// Decodes RELR words into the addresses they relocate (for tests and
 /// tools that hold raw words; inspection uses object's iterator).
 pub fn decode(words: &[u64], word_size: u64) -> Vec<u64> {
@@ -104,6 +138,32 @@ mod tests {
         assert_eq!(encoded_words(&run, 4), 2);
         let run: Vec<u64> = (0..33).map(|i| 0x1000 + i * 4).collect();
         assert_eq!(encoded_words(&run, 4), 3);
+    }
+
+    #[test]
+    fn encode_round_trips_and_matches_the_size() {
+        let mut offsets: Vec<u64> = (0..200).map(|i| 0x4000 + i * 8).collect();
+        offsets.extend([0x5000 + 8 * 70, 0x9_0000, 0x9_0010, 0x9_0000 + 8 * 62]);
+        offsets.extend((0..5).map(|i| 0x10_0000 + i * 8 * 64));
+        offsets.sort_unstable();
+        for word_size in [8u64] {
+            let words = encode(&offsets, word_size);
+            assert_eq!(words.len() as u64, encoded_words(&offsets, word_size));
+            assert_eq!(decode(&words, word_size), offsets);
+        }
+        let thirty_two: Vec<u64> = (0..100).map(|i| 0x1000 + i * 4).chain([0x8000]).collect();
+        let words = encode(&thirty_two, 4);
+        assert_eq!(words.len() as u64, encoded_words(&thirty_two, 4));
+        assert_eq!(decode(&words, 4), thirty_two);
+    }
+
+    #[test]
+    fn encode_writes_the_bitmap_linkers_write() {
+        // 0x2000, 0x2008 and 0x2018: an address, then bits 0 and 2.
+        assert_eq!(
+            encode(&[0x2000, 0x2008, 0x2018], 8),
+            vec![0x2000, 0b101 << 1 | 1]
+        );
     }
 
     #[test]

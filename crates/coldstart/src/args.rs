@@ -69,6 +69,9 @@ pub enum Command {
     /// Write a linker order file that makes startup's code and data contiguous
     #[command(after_help = ORDER_EXAMPLES, long_about = ORDER_LONG)]
     Order(OrderArgs),
+    /// Rewrite an installed binary's relative relocations as DT_RELR, without a relink
+    #[command(after_help = PACK_EXAMPLES, long_about = PACK_LONG)]
+    Pack(PackArgs),
     /// Build the function-tracing runtime to link into an instrumented build
     #[command(after_help = RUNTIME_EXAMPLES, long_about = RUNTIME_LONG)]
     Runtime(RuntimeArgs),
@@ -215,6 +218,58 @@ pub struct InspectArgs {
     /// List sections that are not loaded (debug info, symbol tables) one by one
     #[arg(long)]
     pub all_sections: bool,
+}
+
+const PACK_LONG: &str = "\
+Rewrite an already-linked ELF file (x86-64 shared library or PIE) so that its relative \
+relocations are a DT_RELR table, as linking with -z pack-relative-relocs would have made \
+them, without the build. Every other relocation is kept; no code or data address moves; \
+the GLIBC_ABI_DT_RELR version need glibc 2.36+ insists on is added. The bytes the old RELA \
+table took are cut out of the file (later file offsets shift by whole pages) or, where less \
+than a page is freed, left as zeros nothing reads.
+
+The input is never modified: the output is written to a temporary file beside it and \
+renamed when complete, with the input's mode. Files pack cannot rewrite correctly \
+(already RELR, text relocations, static, not x86-64, no room) are refused with one line \
+naming the file and the reason.
+
+Exit status: 0 when every input was packed or is simply not a candidate (not ELF, nothing \
+to pack, already packed) and at least one was packed; 1 otherwise.
+
+Packed files need glibc 2.36 or later to run.";
+
+const PACK_EXAMPLES: &str = "\
+Examples:
+  coldstart pack /usr/lib/chromium/chromium -o /tmp/chromium --dry-run
+  coldstart pack app -o app.packed && ./app.packed
+  coldstart pack /opt/office/program/*.so --out-dir /tmp/packed --json | jq '.packed[].compacted_bytes'";
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// ELF files to pack
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Where to write the packed file (one input)
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUT",
+        conflicts_with = "out_dir"
+    )]
+    pub output: Option<PathBuf>,
+
+    /// Write each packed file under its own name into this directory (created if missing)
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
+
+    /// Only report what would change; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A row limit: a count, or no limit.

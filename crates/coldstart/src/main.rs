@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         args::Command::Report(a) => commands::report::run(&a),
         args::Command::Order(a) => commands::order::run(&a),
         args::Command::Runtime(a) => commands::runtime::run(&a),
+        args::Command::Pack(a) => commands::pack::run(&a),
         args::Command::Simulate(a) => commands::simulate::run(&a),
         args::Command::Evict(a) => commands::evict::run(&a),
         args::Command::Plan(a) => commands::plan::run(&a),

@@ -10,6 +10,7 @@ pub mod html;
 pub mod inspect;
 pub mod misses;
 pub mod order;
+pub mod pack;
 pub mod perfetto;
 pub mod refine;
 pub mod run;

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod evict;
 pub mod inspect;
 pub mod order;
+pub mod pack;
 pub mod plan;
 pub mod report;
 pub mod run;

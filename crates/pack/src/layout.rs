@@ -1,0 +1,786 @@
+//! Deciding the packed file: which relocations move to RELR, where each
+//! table that changes goes in the space the old RELA table frees, whether
+//! the dynamic section stays, how many whole pages are cut out, and the new
+//! program headers. Nothing is written here; `write` follows this plan.
+
+use crate::Report;
+use crate::elf::{DYN_SIZE, Elf, PHDR_SIZE, RELA_SIZE, Rela, Segment, WORD};
+use crate::error::{Refusal, Refused};
+use crate::version::{self, VersionNeed};
+use coldstart_binary::relr;
+use object::elf as e;
+use std::path::Path;
+
+const PAGE: u64 = 4096;
+
+/// A table that changes, at its new place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placed {
+    pub address: u64,
+    pub size: u64,
+}
+
+/// Everything the writer needs.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    /// The LOAD segment that held the RELA table (index in the original).
+    pub host: usize,
+    /// (address, addend, file offset of the word) of every packed
+    /// relocation, by address.
+    pub packed: Vec<(u64, u64, u64)>,
+    pub kept: Vec<Rela>,
+    pub kept_relative: u64,
+    pub relr: Vec<u64>,
+    pub rela: Placed,
+    pub relr_at: Placed,
+    pub version: Option<VersionNeed>,
+    /// New places of the string table and version need, when they change.
+    pub dynstr: Option<Placed>,
+    pub verneed: Option<Placed>,
+    /// Tables that slid forward unchanged to let the string table grow in
+    /// place: (section index, dynamic tag, old place, new place).
+    pub slid: Vec<(usize, i64, Placed, Placed)>,
+    /// Where the program headers go when they move, and how many.
+    pub phdrs: Option<Placed>,
+    /// Where the dynamic section goes when it moves.
+    pub dynamic_moved: Option<Placed>,
+    pub dynamic: Vec<(i64, u64)>,
+    /// Rewritten region: from `region.address` to the old table's end,
+    /// zeroed first, then the tables above written into it.
+    pub region: Placed,
+    /// First byte after the new tables.
+    pub content_end: u64,
+    /// Bytes cut out of the file at `cut_offset`.
+    pub removed: u64,
+    /// The new program headers, in file order.
+    pub segments: Vec<Segment>,
+    pub load_segments_added: u32,
+    /// File offset (in the input) where the cut starts.
+    pub cut_offset: u64,
+    /// Old RELA table, for the report.
+    pub old_rela: Placed,
+}
+
+impl Layout {
+    pub fn report(&self, path: &Path, before: u64, after: u64) -> Report {
+        let tables_end = self.relr_at.address + self.relr_at.size;
+        let tables_start = if self.rela.size > 0 {
+            self.rela.address
+        } else {
+            self.relr_at.address
+        };
+        let hole = (self.region.address + self.region.size)
+            .saturating_sub(self.content_end)
+            .saturating_sub(self.removed);
+        Report {
+            input: path.to_path_buf(),
+            output: None,
+            relative_packed: self.packed.len() as u64,
+            relocations_kept: self.kept.len() as u64,
+            relative_kept: self.kept_relative,
+            rela_bytes_before: self.old_rela.size,
+            rela_bytes_after: self.rela.size,
+            relr_bytes: self.relr_at.size,
+            file_bytes_before: before,
+            file_bytes_after: after,
+            loader_pages_before: pages(self.old_rela.address, self.old_rela.size),
+            loader_pages_after: pages(tables_start, tables_end - tables_start),
+            compacted_bytes: self.removed,
+            hole_bytes: hole,
+            dynamic: if self.dynamic_moved.is_some() {
+                "writable-segment"
+            } else {
+                "in-place"
+            },
+            version_need_added: self.version.is_some(),
+            load_segments_added: self.load_segments_added,
+        }
+    }
+}
+
+fn pages(address: u64, size: u64) -> u64 {
+    if size == 0 {
+        0
+    } else {
+        (address + size).div_ceil(PAGE) - address / PAGE
+    }
+}
+
+fn align(value: u64, to: u64) -> u64 {
+    value.div_ceil(to) * to
+}
+
+/// Works out the packed file, or says why it cannot be done.
+pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
+    check_candidate(elf)?;
+    let old_rela = rela_table(elf)?;
+    let host = elf
+        .load_holding(old_rela.address, old_rela.size)
+        .ok_or_else(|| {
+            elf.malformed(format!(
+                "DT_RELA table at 0x{:x} is not inside one loaded segment's file bytes",
+                old_rela.address
+            ))
+        })?;
+    let relocations = elf.relas(old_rela.address, old_rela.size)?;
+    let split = split_relocations(elf, host, &relocations)?;
+    if split.packed.is_empty() {
+        return Err(elf.refused(Refusal::NothingToPack));
+    }
+    let offsets: Vec<u64> = split.packed.iter().map(|&(o, _, _)| o).collect();
+    let relr = relr::encode(&offsets, WORD);
+
+    let strsz = elf.dyn_value(e::DT_STRSZ.0).unwrap_or(0);
+    let version = version::relr_version_need(elf, strsz)?;
+    let tables = Tables::new(
+        elf,
+        host,
+        old_rela,
+        &split,
+        relr.len() as u64 * WORD,
+        version.as_ref(),
+    );
+
+    // First without moving the program headers; if the file is split (a cut
+    // or a writable page for the dynamic section), again with room for them.
+    let mut fit = tables.fit(elf, None)?;
+    if fit.needs_split() {
+        let wanted = elf.segments.len() as u64 + fit.new_loads();
+        let with_headers = tables.fit(elf, Some(wanted))?;
+        if with_headers.needs_split() {
+            // Room for the headers can only shrink the cut: any slot left
+            // over stays PT_NULL.
+            fit = with_headers;
+        } else {
+            // The headers would eat the only page to cut: leave the freed
+            // bytes as a hole instead and keep the headers where they are.
+            fit.removed = 0;
+        }
+    }
+    let segments = new_segments(elf, host, &fit)?;
+    let load_segments_added = (segments.iter().filter(|s| s.is_load()).count()
+        - elf.segments.iter().filter(|s| s.is_load()).count()) as u32;
+    let dynamic = new_dynamic(elf, &tables, &fit, &split, version.as_ref());
+    Ok(Layout {
+        host,
+        kept_relative: split.kept_relative,
+        packed: split.packed,
+        kept: split.kept,
+        relr,
+        rela: fit.rela,
+        relr_at: fit.relr,
+        version,
+        dynstr: fit.dynstr,
+        verneed: fit.verneed,
+        slid: fit.slid.clone(),
+        phdrs: fit.phdrs,
+        dynamic_moved: fit.dynamic,
+        dynamic,
+        region: Placed {
+            address: fit.region_start,
+            size: old_rela.address + old_rela.size - fit.region_start,
+        },
+        content_end: fit.end,
+        removed: fit.removed,
+        segments,
+        load_segments_added,
+        cut_offset: elf.segments[host].offset_of(fit.cut_at),
+        old_rela,
+    })
+}
+
+/// Refuses what pack cannot rewrite correctly, before any work.
+fn check_candidate(elf: &Elf<'_>) -> Result<(), Refused> {
+    match e::FileType(elf.e_type) {
+        e::ET_DYN => {}
+        e::ET_EXEC => {
+            return Err(elf.refused(Refusal::NotLoaderRelocated(
+                "position-dependent executable (ET_EXEC): it loads at its link address, so it has \
+                 no relative relocations worth packing"
+                    .into(),
+            )));
+        }
+        other => {
+            return Err(elf.refused(Refusal::NotLoaderRelocated(format!(
+                "ELF type {other} is neither a shared object nor a position-independent executable"
+            ))));
+        }
+    }
+    let flags = elf.dyn_value(e::DT_FLAGS.0).unwrap_or(0);
+    let flags_1 = elf.dyn_value(e::DT_FLAGS_1.0).unwrap_or(0);
+    let has_interp = elf.segments.iter().any(|s| s.p_type == e::PT_INTERP.0);
+    if !has_interp && flags_1 & e::DF_1_PIE.0 != 0 {
+        return Err(elf.refused(Refusal::NotLoaderRelocated(
+            "static PIE: it relocates itself before any loader runs".into(),
+        )));
+    }
+    if elf.has_tag(e::DT_RELR.0)
+        || elf.has_tag(e::DT_RELRSZ.0)
+        || elf.sections.iter().any(|s| s.sh_type == e::SHT_RELR.0)
+    {
+        return Err(elf.refused(Refusal::AlreadyRelr));
+    }
+    if elf.has_tag(e::DT_TEXTREL.0) || flags & e::DF_TEXTREL.0 != 0 {
+        return Err(elf.refused(Refusal::TextRel));
+    }
+    if elf.has_tag(e::DT_REL.0) {
+        return Err(elf.refused(Refusal::Unsupported(
+            "a REL table (DT_REL) in an x86-64 file".into(),
+        )));
+    }
+    if !elf.has_tag(e::DT_RELA.0) {
+        return Err(elf.refused(Refusal::NothingToPack));
+    }
+    Ok(())
+}
+
+fn rela_table(elf: &Elf<'_>) -> Result<Placed, Refused> {
+    let address = elf.dyn_value(e::DT_RELA.0).unwrap_or(0);
+    let size = elf
+        .dyn_value(e::DT_RELASZ.0)
+        .ok_or_else(|| elf.malformed("DT_RELA without DT_RELASZ"))?;
+    match elf.dyn_value(e::DT_RELAENT.0) {
+        Some(RELA_SIZE) => {}
+        Some(other) => return Err(elf.malformed(format!("DT_RELAENT is {other}, not {RELA_SIZE}"))),
+        None => return Err(elf.malformed("DT_RELA without DT_RELAENT")),
+    }
+    if !size.is_multiple_of(RELA_SIZE) {
+        return Err(elf.malformed(format!("DT_RELASZ {size} is not a multiple of {RELA_SIZE}")));
+    }
+    if let (Some(jmprel), Some(pltsz)) = (
+        elf.dyn_value(e::DT_JMPREL.0),
+        elf.dyn_value(e::DT_PLTRELSZ.0),
+    ) && jmprel < address + size
+        && address < jmprel + pltsz
+    {
+        return Err(elf.refused(Refusal::Unsupported(
+            "the PLT relocations (DT_JMPREL) lie inside the DT_RELA table".into(),
+        )));
+    }
+    Ok(Placed { address, size })
+}
+
+struct Split {
+    packed: Vec<(u64, u64, u64)>,
+    kept: Vec<Rela>,
+    kept_relative: u64,
+}
+
+/// Which relocations RELR takes: R_X86_64_RELATIVE without a symbol, at a
+/// word-aligned address whose word the file holds in a writable segment
+/// (RELR adds the base to the word, so the addend must live there). The
+/// rest keep their order, relative ones first for DT_RELACOUNT.
+fn split_relocations(elf: &Elf<'_>, host: usize, relocations: &[Rela]) -> Result<Split, Refused> {
+    // The file offset of the word, when RELR can relocate it.
+    let packable = |r: &Rela| {
+        if r.kind() != e::R_X86_64_RELATIVE.0 || r.symbol() != 0 || !r.offset.is_multiple_of(WORD) {
+            return None;
+        }
+        let i = elf.load_holding(r.offset, WORD)?;
+        let segment = elf.segments[i];
+        (i != host && segment.p_flags & e::PF_W.0 != 0).then(|| segment.offset_of(r.offset))
+    };
+    let mut packed = Vec::new();
+    let mut kept_relative = Vec::new();
+    let mut kept_other = Vec::new();
+    for r in relocations {
+        if let Some(file_offset) = packable(r) {
+            packed.push((r.offset, r.addend as u64, file_offset));
+        } else if r.kind() == e::R_X86_64_RELATIVE.0 {
+            kept_relative.push(*r);
+        } else {
+            kept_other.push(*r);
+        }
+    }
+    packed.sort_unstable();
+    // Two relocations of one word: RELA applies them in table order, RELR
+    // before RELA; rather than reason about which wins, refuse.
+    let mut written: Vec<u64> = kept_relative
+        .iter()
+        .chain(&kept_other)
+        .map(|r| r.offset)
+        .collect();
+    written.sort_unstable();
+    for pair in packed.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(elf.refused(Refusal::Unsupported(format!(
+                "two relative relocations write the word at 0x{:x}",
+                pair[0].0
+            ))));
+        }
+    }
+    if let Some(&(offset, _, _)) = packed
+        .iter()
+        .find(|(o, _, _)| written.binary_search(o).is_ok())
+    {
+        return Err(elf.refused(Refusal::Unsupported(format!(
+            "a relative and another relocation both write the word at 0x{offset:x}"
+        ))));
+    }
+    let kept_relative_count = kept_relative.len() as u64;
+    kept_relative.extend(kept_other);
+    Ok(Split {
+        packed,
+        kept: kept_relative,
+        kept_relative: kept_relative_count,
+    })
+}
+
+/// Sizes of what is written into the freed region.
+struct Tables {
+    rela_start: u64,
+    rela_end: u64,
+    kept_bytes: u64,
+    relr_bytes: u64,
+    /// (old address, old size, new size) of a table that grows.
+    dynstr: Option<(u64, u64, u64)>,
+    verneed: Option<(u64, u64, u64)>,
+    /// The growing table that can grow where it is, and the tables between
+    /// it and the RELA table, which slide forward to make room.
+    slide: Option<Slide>,
+    dynamic_bytes: u64,
+    dynamic_slots: u64,
+    granule: u64,
+}
+
+impl Tables {
+    fn new(
+        elf: &Elf<'_>,
+        host: usize,
+        old_rela: Placed,
+        split: &Split,
+        relr_bytes: u64,
+        version: Option<&VersionNeed>,
+    ) -> Tables {
+        let dynstr = version.and_then(|v| v.new_string.as_ref()).map(|string| {
+            let old = elf.dyn_value(e::DT_STRSZ.0).unwrap_or(0);
+            (
+                elf.dyn_value(e::DT_STRTAB.0).unwrap_or(0),
+                old,
+                old + string.len() as u64,
+            )
+        });
+        let verneed = version.map(|v| {
+            (
+                elf.dyn_value(e::DT_VERNEED.0).unwrap_or(0),
+                v.old_size,
+                v.table.len() as u64,
+            )
+        });
+        let granule = elf
+            .segments
+            .iter()
+            .filter(|s| s.is_load())
+            .map(|s| s.p_align)
+            .max()
+            .unwrap_or(PAGE)
+            .max(PAGE);
+        let slide = Slide::find(elf, host, old_rela.address, dynstr.or(verneed));
+        Tables {
+            slide,
+            rela_start: old_rela.address,
+            rela_end: old_rela.address + old_rela.size,
+            kept_bytes: split.kept.len() as u64 * RELA_SIZE,
+            relr_bytes,
+            dynstr,
+            verneed,
+            dynamic_bytes: (dynamic_entry_count(elf, split, version) + 1) * DYN_SIZE,
+            dynamic_slots: elf.dynamic_slots,
+            granule,
+        }
+    }
+
+    /// Lays the tables out from the start of the region; with `phdrs`, room
+    /// for that many program headers too.
+    fn fit(&self, elf: &Elf<'_>, phdrs: Option<u64>) -> Result<Fit, Refused> {
+        let place = |cursor: &mut u64, size: u64, alignment: u64| {
+            let address = align(*cursor, alignment);
+            *cursor = address + size;
+            Placed { address, size }
+        };
+        let mut cursor = self.rela_start;
+        let mut region_start = self.rela_start;
+        let mut dynstr = None;
+        let mut verneed = None;
+        let mut slid = Vec::new();
+        if let Some(slide) = &self.slide {
+            // The growing table keeps its start; what followed it moves up.
+            region_start = slide.address;
+            cursor = slide.address;
+            if slide.address == self.dynstr.map_or(u64::MAX, |d| d.0) {
+                dynstr = self.dynstr.map(|(_, _, new)| place(&mut cursor, new, 1));
+            } else {
+                verneed = self.verneed.map(|(_, _, new)| place(&mut cursor, new, 1));
+            }
+            for table in &slide.between {
+                match (table.tag == e::DT_VERNEED.0, self.verneed) {
+                    (true, Some((_, _, new))) => {
+                        verneed = Some(place(&mut cursor, new, table.align.max(4)))
+                    }
+                    _ => slid.push((
+                        table.section,
+                        table.tag,
+                        table.old,
+                        place(&mut cursor, table.old.size, table.align),
+                    )),
+                }
+            }
+        }
+        let rela = place(&mut cursor, self.kept_bytes, WORD);
+        let relr = place(&mut cursor, self.relr_bytes, WORD);
+        if verneed.is_none()
+            && let Some((_, _, new)) = self.verneed
+        {
+            verneed = Some(place(&mut cursor, new, WORD));
+        }
+        if dynstr.is_none()
+            && let Some((_, _, new)) = self.dynstr
+        {
+            dynstr = Some(place(&mut cursor, new, 1));
+        }
+        let phdrs = phdrs.map(|count| place(&mut cursor, count * PHDR_SIZE, WORD));
+        let before_dynamic = cursor;
+        let dynamic = (self.dynamic_bytes > self.dynamic_slots * DYN_SIZE)
+            .then(|| place(&mut cursor, self.dynamic_bytes, PAGE));
+        let end = cursor;
+        let free = self.rela_end - region_start;
+        let no_room = || {
+            elf.refused(Refusal::NoRoom {
+                needed: end - region_start,
+                free,
+            })
+        };
+        if end > self.rela_end {
+            return Err(no_room());
+        }
+        // Whole pages between the tables and the next section are cut, in
+        // multiples of the largest segment alignment.
+        let cut_at = align(end, PAGE);
+        let last_page = self.rela_end / PAGE * PAGE;
+        let removed = if last_page > cut_at {
+            (last_page - cut_at) / self.granule * self.granule
+        } else {
+            0
+        };
+        if dynamic.is_some() && cut_at > last_page {
+            // The writable page would swallow the start of what follows.
+            return Err(no_room());
+        }
+        Ok(Fit {
+            region_start,
+            slid,
+            rela,
+            relr,
+            dynstr,
+            verneed,
+            phdrs,
+            before_dynamic,
+            dynamic,
+            end,
+            cut_at,
+            removed,
+        })
+    }
+}
+
+/// A table that slides forward: found by its section header, and moved by
+/// changing the dynamic tag that points at it.
+#[derive(Debug, Clone)]
+struct Movable {
+    section: usize,
+    tag: i64,
+    old: Placed,
+    align: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Slide {
+    address: u64,
+    between: Vec<Movable>,
+}
+
+impl Slide {
+    /// The growing table `table` (address, size, new size) can grow in place
+    /// when everything between its end and the RELA table is a table the
+    /// loader finds through a dynamic tag (symbol versions, hash tables),
+    /// which can move. GNU ld puts the version tables there; lld puts
+    /// nothing.
+    fn find(
+        elf: &Elf<'_>,
+        host: usize,
+        rela_start: u64,
+        table: Option<(u64, u64, u64)>,
+    ) -> Option<Slide> {
+        let (address, size, _) = table?;
+        let end = address + size;
+        if size == 0 || end > rela_start || !elf.segments[host].holds_in_file(address, size) {
+            return None;
+        }
+        let movable_tag = |sh_type: u32| match sh_type {
+            t if t == e::SHT_GNU_VERSYM.0 => Some(e::DT_VERSYM.0),
+            t if t == e::SHT_GNU_VERNEED.0 => Some(e::DT_VERNEED.0),
+            t if t == e::SHT_GNU_VERDEF.0 => Some(e::DT_VERDEF.0),
+            t if t == e::SHT_GNU_HASH.0 => Some(e::DT_GNU_HASH.0),
+            t if t == e::SHT_HASH.0 => Some(e::DT_HASH.0),
+            _ => None,
+        };
+        let mut between = Vec::new();
+        for (i, section) in elf.sections.iter().enumerate() {
+            let allocated = section.sh_flags & e::SHF_ALLOC.0 != 0;
+            if !allocated || section.sh_size == 0 {
+                continue;
+            }
+            let (start, stop) = (section.sh_addr, section.sh_addr + section.sh_size);
+            if stop <= end || start >= rela_start {
+                continue;
+            }
+            let tag = movable_tag(section.sh_type)?;
+            if start < end || stop > rela_start || elf.dyn_value(tag) != Some(start) {
+                return None;
+            }
+            between.push(Movable {
+                section: i,
+                tag,
+                old: Placed {
+                    address: start,
+                    size: section.sh_size,
+                },
+                align: section.sh_addralign.max(1),
+            });
+        }
+        if between.is_empty() && rela_start - end >= WORD {
+            // A gap nothing explains (no section headers, or bytes no
+            // section claims): leave it alone.
+            return None;
+        }
+        between.sort_by_key(|m| m.old.address);
+        Some(Slide { address, between })
+    }
+}
+
+/// Where everything landed.
+struct Fit {
+    region_start: u64,
+    slid: Vec<(usize, i64, Placed, Placed)>,
+    rela: Placed,
+    relr: Placed,
+    dynstr: Option<Placed>,
+    verneed: Option<Placed>,
+    phdrs: Option<Placed>,
+    before_dynamic: u64,
+    dynamic: Option<Placed>,
+    end: u64,
+    cut_at: u64,
+    removed: u64,
+}
+
+impl Fit {
+    fn needs_split(&self) -> bool {
+        self.removed > 0 || self.dynamic.is_some()
+    }
+
+    fn new_loads(&self) -> u64 {
+        u64::from(self.removed > 0 || self.dynamic.is_some()) + u64::from(self.dynamic.is_some())
+    }
+}
+
+/// The program headers after the cut: the host split into the part before
+/// the cut (and the dynamic section's writable page) and the part after it;
+/// everything after the cut shifted back by the bytes removed.
+fn new_segments(elf: &Elf<'_>, host: usize, fit: &Fit) -> Result<Vec<Segment>, Refused> {
+    let original = elf.segments[host];
+    if !fit.needs_split() {
+        return Ok(elf.segments.clone());
+    }
+    if fit.phdrs.is_some() {
+        let first = elf.segments.iter().find(|s| s.is_load()).copied();
+        let delta = |s: Segment| s.p_vaddr.wrapping_sub(s.p_offset);
+        if first.is_some_and(|f| delta(f) != delta(original)) {
+            return Err(elf.refused(Refusal::Unsupported(
+                "the relocation table is not in a segment mapped like the first one, where the \
+                 moved program headers must go"
+                    .into(),
+            )));
+        }
+    }
+    let cut_start = original.offset_of(fit.cut_at);
+    let cut_end = cut_start + fit.removed;
+    let host_end = original.p_vaddr + original.p_filesz;
+    let resume = fit.cut_at + fit.removed;
+    if original.p_memsz != original.p_filesz && resume >= host_end {
+        return Err(elf.refused(Refusal::Unsupported(
+            "the relocation table ends a segment that has zero-filled memory after it".into(),
+        )));
+    }
+    let mut pieces = Vec::new();
+    let first_end = if fit.dynamic.is_some() {
+        fit.before_dynamic
+    } else {
+        fit.end
+    };
+    pieces.push(Segment {
+        p_filesz: first_end - original.p_vaddr,
+        p_memsz: first_end - original.p_vaddr,
+        ..original
+    });
+    if let Some(dynamic) = fit.dynamic {
+        pieces.push(Segment {
+            p_type: e::PT_LOAD.0,
+            p_flags: e::PF_R.0 | e::PF_W.0,
+            p_offset: original.offset_of(dynamic.address),
+            p_vaddr: dynamic.address,
+            p_paddr: dynamic.address - original.p_vaddr + original.p_paddr,
+            p_filesz: dynamic.size,
+            p_memsz: dynamic.size,
+            p_align: original.p_align,
+        });
+    }
+    if resume < original.p_vaddr + original.p_memsz {
+        pieces.push(Segment {
+            p_offset: original.offset_of(resume) - fit.removed,
+            p_vaddr: resume,
+            p_paddr: resume - original.p_vaddr + original.p_paddr,
+            p_filesz: host_end.saturating_sub(resume),
+            p_memsz: original.p_vaddr + original.p_memsz - resume,
+            ..original
+        });
+    }
+    let mut segments = Vec::new();
+    for (i, segment) in elf.segments.iter().enumerate() {
+        if i == host {
+            segments.extend(pieces.iter().copied());
+            continue;
+        }
+        let mut segment = *segment;
+        let end = segment.p_offset + segment.p_filesz;
+        if segment.p_filesz > 0
+            && segment.p_offset < cut_end
+            && end > cut_start
+            && segment.p_type != e::PT_PHDR.0
+        {
+            return Err(elf.refused(Refusal::Unsupported(format!(
+                "program header {i} overlaps the freed relocation table"
+            ))));
+        }
+        if fit.removed > 0 && segment.p_offset >= cut_end {
+            segment.p_offset -= fit.removed;
+        }
+        match e::ProgramType(segment.p_type) {
+            e::PT_PHDR => {
+                if let Some(phdrs) = fit.phdrs {
+                    segment.p_offset = original.offset_of(phdrs.address);
+                    segment.p_vaddr = phdrs.address;
+                    segment.p_paddr = phdrs.address - original.p_vaddr + original.p_paddr;
+                    segment.p_filesz = phdrs.size;
+                    segment.p_memsz = phdrs.size;
+                }
+            }
+            e::PT_DYNAMIC => {
+                if let Some(dynamic) = fit.dynamic {
+                    segment.p_offset = original.offset_of(dynamic.address);
+                    segment.p_vaddr = dynamic.address;
+                    segment.p_paddr = dynamic.address - original.p_vaddr + original.p_paddr;
+                    segment.p_filesz = dynamic.size;
+                    segment.p_memsz = dynamic.size;
+                }
+            }
+            _ => {}
+        }
+        segments.push(segment);
+    }
+    if let Some(phdrs) = fit.phdrs {
+        let slots = phdrs.size / PHDR_SIZE;
+        if (segments.len() as u64) > slots {
+            return Err(elf.refused(Refusal::Unsupported(
+                "program header count changed between layouts".into(),
+            )));
+        }
+        segments.resize(
+            slots as usize,
+            Segment {
+                p_type: e::PT_NULL.0,
+                p_flags: 0,
+                p_offset: 0,
+                p_vaddr: 0,
+                p_paddr: 0,
+                p_filesz: 0,
+                p_memsz: 0,
+                p_align: 0,
+            },
+        );
+    }
+    Ok(segments)
+}
+
+/// Entries the new dynamic section holds, DT_NULL not counted.
+fn dynamic_entry_count(elf: &Elf<'_>, split: &Split, version: Option<&VersionNeed>) -> u64 {
+    let mut count = elf.dynamic.len() as u64 + 3;
+    if split.kept.is_empty() {
+        count -= 3; // DT_RELA, DT_RELASZ, DT_RELAENT
+    }
+    if split.kept_relative == 0 && elf.has_tag(e::DT_RELACOUNT.0) {
+        count -= 1;
+    }
+    if version.is_some_and(|v| v.adds_tags) {
+        count += 2;
+    }
+    count
+}
+
+/// The new dynamic entries: RELA sizes and counts for what is kept, the
+/// three RELR tags after them, string table and version need where they
+/// now are.
+fn new_dynamic(
+    elf: &Elf<'_>,
+    tables: &Tables,
+    fit: &Fit,
+    split: &Split,
+    version: Option<&VersionNeed>,
+) -> Vec<(i64, u64)> {
+    let kept = !split.kept.is_empty();
+    let relr_tags = [
+        (e::DT_RELR.0, fit.relr.address),
+        (e::DT_RELRSZ.0, fit.relr.size),
+        (e::DT_RELRENT.0, WORD),
+    ];
+    let mut out = Vec::new();
+    let mut relr_done = false;
+    for &(tag, value) in &elf.dynamic {
+        match e::DynamicTag(tag) {
+            e::DT_RELA if kept => out.push((tag, fit.rela.address)),
+            e::DT_RELASZ if kept => out.push((tag, fit.rela.size)),
+            e::DT_RELA | e::DT_RELASZ => {}
+            e::DT_RELAENT => {
+                if kept {
+                    out.push((tag, value));
+                }
+                out.extend(relr_tags);
+                relr_done = true;
+            }
+            e::DT_RELACOUNT => {
+                if split.kept_relative > 0 {
+                    out.push((tag, split.kept_relative));
+                }
+            }
+            e::DT_STRTAB => out.push((tag, fit.dynstr.map_or(value, |p| p.address))),
+            e::DT_STRSZ => out.push((tag, fit.dynstr.map_or(value, |p| p.size))),
+            e::DT_VERNEED => out.push((tag, fit.verneed.map_or(value, |p| p.address))),
+            e::DT_VERNEEDNUM => out.push((tag, version.map_or(value, |v| u64::from(v.needs)))),
+            _ => match fit.slid.iter().find(|m| m.1 == tag && m.2.address == value) {
+                Some(moved) => out.push((tag, moved.3.address)),
+                None => out.push((tag, value)),
+            },
+        }
+    }
+    if !relr_done {
+        out.extend(relr_tags);
+    }
+    if let (Some(v), Some(place)) = (version, fit.verneed)
+        && v.adds_tags
+    {
+        out.push((e::DT_VERNEED.0, place.address));
+        out.push((e::DT_VERNEEDNUM.0, u64::from(v.needs)));
+    }
+    debug_assert_eq!((out.len() as u64 + 1) * DYN_SIZE, tables.dynamic_bytes);
+    out
+}
