@@ -44,6 +44,15 @@ pub(crate) struct Layout {
     pub phdrs: Option<Placed>,
     /// Where the dynamic section goes when it moves.
     pub dynamic_moved: Option<Placed>,
+    /// When the freed space holds no whole page for it: the dynamic section
+    /// in a new writable segment after every other, (address and size, file
+    /// offset in the output).
+    pub dynamic_appended: Option<(Placed, u64)>,
+    /// The segment after all others, when anything had to go there.
+    pub appended: Option<Appended>,
+    /// Input offset where the bytes copied after the cut end: the old section
+    /// header table is dropped when it ends the file (a new one is written).
+    pub tail_end: u64,
     pub dynamic: Vec<(i64, u64)>,
     /// Rewritten region: from `region.address` to the old table's end,
     /// zeroed first, then the tables above written into it.
@@ -62,6 +71,15 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// Offset in the output file of a new table at `address`: in the
+    /// appended segment, or before the cut (where offsets do not change).
+    pub fn file_offset(&self, host: Segment, address: u64) -> u64 {
+        match &self.appended {
+            Some(appended) if appended.holds(address) => appended.file_offset_of(address),
+            _ => host.offset_of(address),
+        }
+    }
+
     pub fn report(&self, path: &Path, before: u64, after: u64) -> Report {
         let tables_end = self.relr_at.address + self.relr_at.size;
         let tables_start = if self.rela.size > 0 {
@@ -87,7 +105,9 @@ impl Layout {
             loader_pages_after: pages(tables_start, tables_end - tables_start),
             compacted_bytes: self.removed,
             hole_bytes: hole,
-            dynamic: if self.dynamic_moved.is_some() {
+            dynamic: if self.dynamic_appended.is_some() {
+                "appended-segment"
+            } else if self.dynamic_moved.is_some() {
                 "writable-segment"
             } else {
                 "in-place"
@@ -144,20 +164,30 @@ pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
     // First without moving the program headers; if the file is split (a cut
     // or a writable page for the dynamic section), again with room for them.
     let mut fit = tables.fit(elf, None)?;
-    if fit.needs_split() {
+    if fit.moves_headers() {
         let wanted = elf.segments.len() as u64 + fit.new_loads();
-        let with_headers = tables.fit(elf, Some(wanted))?;
-        if with_headers.needs_split() {
-            // Room for the headers can only shrink the cut: any slot left
+        match tables.fit(elf, Some(wanted)) {
+            // Room for the headers can only shrink the cut: a slot left
             // over stays PT_NULL.
-            fit = with_headers;
-        } else {
-            // The headers would eat the only page to cut: leave the freed
-            // bytes as a hole instead and keep the headers where they are.
-            fit.removed = 0;
+            Ok(with_headers) if with_headers.moves_headers() => fit = with_headers,
+            // The headers would take the only page there was to cut, or
+            // more room than is free: when only the cut needed them, leave
+            // the freed bytes as a hole and the headers where they are.
+            Ok(_) => fit.removed = 0,
+            Err(_) if !fit.moves_dynamic() && !fit.appends() => fit.removed = 0,
+            Err(no_room) => return Err(no_room),
         }
     }
-    let segments = new_segments(elf, host, &fit)?;
+    let cut_offset = elf.segments[host].offset_of(fit.cut_at);
+    let tail_end = tail_end(elf, cut_offset + fit.removed);
+    let copied = tail_end - fit.removed;
+    let appended = fit
+        .appends()
+        .then(|| append(elf, &tables, &mut fit, copied));
+    let dynamic_appended = appended
+        .as_ref()
+        .and_then(|a| a.dynamic.map(|d| (d, a.file_offset_of(d.address))));
+    let segments = new_segments(elf, host, &fit, appended.as_ref())?;
     let load_segments_added = (segments.iter().filter(|s| s.is_load()).count()
         - elf.segments.iter().filter(|s| s.is_load()).count()) as u32;
     let dynamic = new_dynamic(elf, &tables, &fit, &split, version.as_ref());
@@ -175,6 +205,9 @@ pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
         slid: fit.slid.clone(),
         phdrs: fit.phdrs,
         dynamic_moved: fit.dynamic,
+        dynamic_appended,
+        appended,
+        tail_end,
         dynamic,
         region: Placed {
             address: fit.region_start,
@@ -184,9 +217,82 @@ pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
         removed: fit.removed,
         segments,
         load_segments_added,
-        cut_offset: elf.segments[host].offset_of(fit.cut_at),
+        cut_offset,
         old_rela,
     })
+}
+
+/// Where the copy of the input after the cut stops: at the section header
+/// table when it ends the file (the writer puts a new one at the end),
+/// else at the end of the file.
+fn tail_end(elf: &Elf<'_>, cut_end: u64) -> u64 {
+    let len = elf.data.len() as u64;
+    let table_end = elf.e_shoff + elf.sections.len() as u64 * crate::elf::SHDR_SIZE;
+    if !elf.sections.is_empty() && table_end == len && elf.e_shoff >= cut_end {
+        elf.e_shoff
+    } else {
+        len
+    }
+}
+
+/// A segment after every other, for what the freed space cannot hold: in
+/// memory after the end of every segment, in the file after the copied
+/// bytes, address and offset congruent modulo the largest alignment.
+/// Writable when it holds the dynamic section.
+#[derive(Debug, Clone)]
+pub(crate) struct Appended {
+    pub place: Placed,
+    pub file_offset: u64,
+    pub writable: bool,
+    pub dynamic: Option<Placed>,
+}
+
+impl Appended {
+    pub fn holds(&self, address: u64) -> bool {
+        address >= self.place.address && address < self.place.address + self.place.size
+    }
+
+    pub fn file_offset_of(&self, address: u64) -> u64 {
+        self.file_offset + (address - self.place.address)
+    }
+}
+
+/// Places the overflowing tables of `fit` in the appended segment and
+/// points `fit` at them.
+fn append(elf: &Elf<'_>, tables: &Tables, fit: &mut Fit, copied: u64) -> Appended {
+    let memory_end = elf
+        .segments
+        .iter()
+        .filter(|s| s.is_load())
+        .map(|s| s.p_vaddr + s.p_memsz)
+        .max()
+        .unwrap_or(0);
+    let file_offset = align(copied, PAGE);
+    let start = align(memory_end, tables.granule) + file_offset % tables.granule;
+    let mut cursor = start;
+    let mut place = |size: u64, alignment: u64| {
+        let address = align(cursor, alignment);
+        cursor = address + size;
+        Placed { address, size }
+    };
+    if fit.verneed_at_end {
+        fit.verneed = tables.verneed.map(|(_, _, new)| place(new, WORD));
+    }
+    if fit.dynstr_at_end {
+        fit.dynstr = tables.dynstr.map(|(_, _, new)| place(new, 1));
+    }
+    let dynamic = fit
+        .dynamic_at_end
+        .then(|| place(tables.dynamic_bytes, WORD));
+    Appended {
+        place: Placed {
+            address: start,
+            size: cursor - start,
+        },
+        file_offset,
+        writable: dynamic.is_some(),
+        dynamic,
+    }
 }
 
 /// Refuses what pack cannot rewrite correctly, before any work.
@@ -392,7 +498,19 @@ impl Tables {
 
     /// Lays the tables out from the start of the region; with `phdrs`, room
     /// for that many program headers too.
+    /// Lays the tables out; when the version need or string table do not
+    /// fit in the freed space, again with them in a segment after
+    /// everything else.
     fn fit(&self, elf: &Elf<'_>, phdrs: Option<u64>) -> Result<Fit, Refused> {
+        match self.fit_with(elf, phdrs, false) {
+            Err(_) if self.verneed.is_some() || self.dynstr.is_some() => {
+                self.fit_with(elf, phdrs, true)
+            }
+            fitted => fitted,
+        }
+    }
+
+    fn fit_with(&self, elf: &Elf<'_>, phdrs: Option<u64>, overflow: bool) -> Result<Fit, Refused> {
         let place = |cursor: &mut u64, size: u64, alignment: u64| {
             let address = align(*cursor, alignment);
             *cursor = address + size;
@@ -428,20 +546,36 @@ impl Tables {
         }
         let rela = place(&mut cursor, self.kept_bytes, WORD);
         let relr = place(&mut cursor, self.relr_bytes, WORD);
+        let verneed_at_end = overflow && verneed.is_none() && self.verneed.is_some();
+        let dynstr_at_end = overflow && dynstr.is_none() && self.dynstr.is_some();
         if verneed.is_none()
+            && !verneed_at_end
             && let Some((_, _, new)) = self.verneed
         {
             verneed = Some(place(&mut cursor, new, WORD));
         }
         if dynstr.is_none()
+            && !dynstr_at_end
             && let Some((_, _, new)) = self.dynstr
         {
             dynstr = Some(place(&mut cursor, new, 1));
         }
         let phdrs = phdrs.map(|count| place(&mut cursor, count * PHDR_SIZE, WORD));
         let before_dynamic = cursor;
-        let dynamic = (self.dynamic_bytes > self.dynamic_slots * DYN_SIZE)
-            .then(|| place(&mut cursor, self.dynamic_bytes, PAGE));
+        let last_page = self.rela_end / PAGE * PAGE;
+        // A dynamic section with no spare slot moves to a writable page of
+        // the freed space when a whole one is free, else after everything.
+        let mut dynamic = None;
+        let mut dynamic_at_end = false;
+        if self.dynamic_bytes > self.dynamic_slots * DYN_SIZE {
+            let start = align(cursor, PAGE);
+            let appending = verneed_at_end || dynstr_at_end;
+            if !appending && align(start + self.dynamic_bytes, PAGE) <= last_page {
+                dynamic = Some(place(&mut cursor, self.dynamic_bytes, PAGE));
+            } else {
+                dynamic_at_end = true;
+            }
+        }
         let end = cursor;
         let free = self.rela_end - region_start;
         let no_room = || {
@@ -456,16 +590,11 @@ impl Tables {
         // Whole pages between the tables and the next section are cut, in
         // multiples of the largest segment alignment.
         let cut_at = align(end, PAGE);
-        let last_page = self.rela_end / PAGE * PAGE;
         let removed = if last_page > cut_at {
             (last_page - cut_at) / self.granule * self.granule
         } else {
             0
         };
-        if dynamic.is_some() && cut_at > last_page {
-            // The writable page would swallow the start of what follows.
-            return Err(no_room());
-        }
         Ok(Fit {
             region_start,
             slid,
@@ -476,6 +605,9 @@ impl Tables {
             phdrs,
             before_dynamic,
             dynamic,
+            dynamic_at_end,
+            verneed_at_end,
+            dynstr_at_end,
             end,
             cut_at,
             removed,
@@ -569,27 +701,52 @@ struct Fit {
     phdrs: Option<Placed>,
     before_dynamic: u64,
     dynamic: Option<Placed>,
+    dynamic_at_end: bool,
+    verneed_at_end: bool,
+    dynstr_at_end: bool,
     end: u64,
     cut_at: u64,
     removed: u64,
 }
 
 impl Fit {
-    fn needs_split(&self) -> bool {
+    /// Whether the segment holding the tables is split in two.
+    fn splits_host(&self) -> bool {
         self.removed > 0 || self.dynamic.is_some()
     }
 
+    fn moves_dynamic(&self) -> bool {
+        self.dynamic.is_some() || self.dynamic_at_end
+    }
+
+    /// Whether anything goes into a segment after all the others.
+    fn appends(&self) -> bool {
+        self.dynamic_at_end || self.verneed_at_end || self.dynstr_at_end
+    }
+
+    /// Whether the program headers change in number, so move.
+    fn moves_headers(&self) -> bool {
+        self.splits_host() || self.appends()
+    }
+
     fn new_loads(&self) -> u64 {
-        u64::from(self.removed > 0 || self.dynamic.is_some()) + u64::from(self.dynamic.is_some())
+        u64::from(self.splits_host())
+            + u64::from(self.dynamic.is_some())
+            + u64::from(self.appends())
     }
 }
 
 /// The program headers after the cut: the host split into the part before
 /// the cut (and the dynamic section's writable page) and the part after it;
 /// everything after the cut shifted back by the bytes removed.
-fn new_segments(elf: &Elf<'_>, host: usize, fit: &Fit) -> Result<Vec<Segment>, Refused> {
+fn new_segments(
+    elf: &Elf<'_>,
+    host: usize,
+    fit: &Fit,
+    appended: Option<&Appended>,
+) -> Result<Vec<Segment>, Refused> {
     let original = elf.segments[host];
-    if !fit.needs_split() {
+    if !fit.moves_headers() {
         return Ok(elf.segments.clone());
     }
     if fit.phdrs.is_some() {
@@ -607,22 +764,27 @@ fn new_segments(elf: &Elf<'_>, host: usize, fit: &Fit) -> Result<Vec<Segment>, R
     let cut_end = cut_start + fit.removed;
     let host_end = original.p_vaddr + original.p_filesz;
     let resume = fit.cut_at + fit.removed;
-    if original.p_memsz != original.p_filesz && resume >= host_end {
+    if fit.splits_host() && original.p_memsz != original.p_filesz && resume >= host_end {
         return Err(elf.refused(Refusal::Unsupported(
             "the relocation table ends a segment that has zero-filled memory after it".into(),
         )));
     }
     let mut pieces = Vec::new();
+    if !fit.splits_host() {
+        pieces.push(original);
+    }
     let first_end = if fit.dynamic.is_some() {
         fit.before_dynamic
     } else {
         fit.end
     };
-    pieces.push(Segment {
-        p_filesz: first_end - original.p_vaddr,
-        p_memsz: first_end - original.p_vaddr,
-        ..original
-    });
+    if fit.splits_host() {
+        pieces.push(Segment {
+            p_filesz: first_end - original.p_vaddr,
+            p_memsz: first_end - original.p_vaddr,
+            ..original
+        });
+    }
     if let Some(dynamic) = fit.dynamic {
         pieces.push(Segment {
             p_type: e::PT_LOAD.0,
@@ -635,7 +797,7 @@ fn new_segments(elf: &Elf<'_>, host: usize, fit: &Fit) -> Result<Vec<Segment>, R
             p_align: original.p_align,
         });
     }
-    if resume < original.p_vaddr + original.p_memsz {
+    if fit.splits_host() && resume < original.p_vaddr + original.p_memsz {
         pieces.push(Segment {
             p_offset: original.offset_of(resume) - fit.removed,
             p_vaddr: resume,
@@ -653,7 +815,8 @@ fn new_segments(elf: &Elf<'_>, host: usize, fit: &Fit) -> Result<Vec<Segment>, R
         }
         let mut segment = *segment;
         let end = segment.p_offset + segment.p_filesz;
-        if segment.p_filesz > 0
+        if fit.removed > 0
+            && segment.p_filesz > 0
             && segment.p_offset < cut_end
             && end > cut_start
             && segment.p_type != e::PT_PHDR.0
@@ -682,11 +845,42 @@ fn new_segments(elf: &Elf<'_>, host: usize, fit: &Fit) -> Result<Vec<Segment>, R
                     segment.p_paddr = dynamic.address - original.p_vaddr + original.p_paddr;
                     segment.p_filesz = dynamic.size;
                     segment.p_memsz = dynamic.size;
+                } else if let Some((dynamic, file_offset)) =
+                    appended.and_then(|a| a.dynamic.map(|d| (d, a.file_offset_of(d.address))))
+                {
+                    segment.p_offset = file_offset;
+                    segment.p_vaddr = dynamic.address;
+                    segment.p_paddr = dynamic.address;
+                    segment.p_filesz = dynamic.size;
+                    segment.p_memsz = dynamic.size;
                 }
             }
             _ => {}
         }
         segments.push(segment);
+    }
+    if let Some(appended) = appended {
+        // LOAD segments stay sorted by address: the new one, highest, goes
+        // after the last of them.
+        let last_load = segments.iter().rposition(|s| s.is_load()).unwrap_or(0);
+        let flags = if appended.writable {
+            e::PF_R.0 | e::PF_W.0
+        } else {
+            e::PF_R.0
+        };
+        segments.insert(
+            last_load + 1,
+            Segment {
+                p_type: e::PT_LOAD.0,
+                p_flags: flags,
+                p_offset: appended.file_offset,
+                p_vaddr: appended.place.address,
+                p_paddr: appended.place.address,
+                p_filesz: appended.place.size,
+                p_memsz: appended.place.size,
+                p_align: original.p_align,
+            },
+        );
     }
     if let Some(phdrs) = fit.phdrs {
         let slots = phdrs.size / PHDR_SIZE;

@@ -2,7 +2,7 @@
 //! relocated words, the rewritten region and the headers changed, the cut
 //! pages left out, and the section headers (with `.relr.dyn`) at the end.
 
-use crate::elf::{DYN_SIZE, Elf, SHDR_SIZE, Section, get32, put16, put64};
+use crate::elf::{DYN_SIZE, Elf, Section, get32, put16, put64};
 use crate::layout::Layout;
 use crate::version::RELR_VERSION;
 use object::elf as e;
@@ -20,22 +20,43 @@ pub(crate) fn write(elf: &Elf<'_>, layout: &Layout) -> Vec<u8> {
     }
     let region = at(layout.region.address)..at(layout.region.address + layout.region.size);
     buf[region].fill(0);
+    // The segment after all others, when the freed space was too small.
+    let mut appended = layout
+        .appended
+        .as_ref()
+        .map(|a| vec![0u8; a.place.size as usize]);
+    let mut put = |buf: &mut [u8], address: u64, bytes: &[u8]| {
+        let target = match (&layout.appended, appended.as_mut()) {
+            (Some(a), Some(tail)) if a.holds(address) => {
+                let start = (address - a.place.address) as usize;
+                &mut tail[start..start + bytes.len()]
+            }
+            _ => {
+                let start = at(address);
+                &mut buf[start..start + bytes.len()]
+            }
+        };
+        target.copy_from_slice(bytes);
+    };
     if let Some(place) = layout.dynstr {
-        let old = elf
+        let mut table = elf
             .bytes_at(
                 elf.dyn_value(e::DT_STRTAB.0).unwrap_or(0),
                 elf.dyn_value(e::DT_STRSZ.0).unwrap_or(0),
             )
-            .unwrap_or_default();
-        let start = at(place.address);
-        buf[start..start + old.len()].copy_from_slice(old);
-        let tail = &mut buf[start + old.len()..start + place.size as usize];
-        tail[..RELR_VERSION.len()].copy_from_slice(RELR_VERSION);
-        tail[RELR_VERSION.len()..].fill(0);
+            .unwrap_or_default()
+            .to_vec();
+        table.extend_from_slice(RELR_VERSION);
+        table.resize(place.size as usize, 0);
+        put(&mut buf, place.address, &table);
     }
     if let (Some(place), Some(version)) = (layout.verneed, &layout.version) {
-        let start = at(place.address);
-        buf[start..start + version.table.len()].copy_from_slice(&version.table);
+        put(&mut buf, place.address, &version.table);
+    }
+    if let Some((place, _)) = layout.dynamic_appended {
+        let mut bytes = vec![0u8; place.size as usize];
+        fill_dynamic(&mut bytes, &layout.dynamic);
+        put(&mut buf, place.address, &bytes);
     }
     for &(_, _, from, to) in &layout.slid {
         let old = elf.bytes_at(from.address, from.size).unwrap_or_default();
@@ -58,25 +79,24 @@ pub(crate) fn write(elf: &Elf<'_>, layout: &Layout) -> Vec<u8> {
         let start = phdr_offset + i * 56;
         buf[start..start + 56].copy_from_slice(&segment.to_bytes());
     }
-    if let Some(moved) = layout.dynamic_moved {
+    let moved = layout
+        .dynamic_moved
+        .or(layout.dynamic_appended.map(|(place, _)| place));
+    if let Some(moved) = moved {
         let old = elf.segments[elf.dynamic_segment].p_vaddr;
         move_dynamic_symbol(elf, &mut buf, old, moved.address);
     }
 
     let cut_start = layout.cut_offset as usize;
     let cut_end = cut_start + layout.removed as usize;
-    let table_end = elf.e_shoff + elf.sections.len() as u64 * SHDR_SIZE;
-    let tail_end = if !elf.sections.is_empty()
-        && table_end == data.len() as u64
-        && elf.e_shoff as usize >= cut_end
-    {
-        elf.e_shoff as usize
-    } else {
-        data.len()
-    };
+    let tail_end = layout.tail_end as usize;
     let mut out = Vec::with_capacity(data.len() - layout.removed as usize + 4096);
     out.extend_from_slice(&buf[..cut_start]);
     out.extend_from_slice(&buf[cut_end..tail_end]);
+    if let (Some(a), Some(tail)) = (&layout.appended, &appended) {
+        out.resize(a.file_offset as usize, 0);
+        out.extend_from_slice(tail);
+    }
     if !elf.sections.is_empty() {
         let sections = new_sections(elf, layout, &mut out);
         out.resize(out.len().next_multiple_of(8), 0);
@@ -94,6 +114,9 @@ pub(crate) fn write(elf: &Elf<'_>, layout: &Layout) -> Vec<u8> {
 
 fn write_dynamic(elf: &Elf<'_>, layout: &Layout, buf: &mut [u8]) {
     let segment = elf.segments[elf.dynamic_segment];
+    if layout.dynamic_appended.is_some() {
+        return;
+    }
     let (start, slots) = match layout.dynamic_moved {
         Some(place) => (
             elf.segments[layout.host].offset_of(place.address) as usize,
@@ -101,9 +124,16 @@ fn write_dynamic(elf: &Elf<'_>, layout: &Layout, buf: &mut [u8]) {
         ),
         None => (segment.p_offset as usize, elf.dynamic_slots),
     };
-    let area = &mut buf[start..start + (slots * DYN_SIZE) as usize];
+    fill_dynamic(
+        &mut buf[start..start + (slots * DYN_SIZE) as usize],
+        &layout.dynamic,
+    );
+}
+
+/// Entries, then DT_NULL to the end of `area`.
+fn fill_dynamic(area: &mut [u8], entries: &[(i64, u64)]) {
     area.fill(0);
-    for (i, &(tag, value)) in layout.dynamic.iter().enumerate() {
+    for (i, &(tag, value)) in entries.iter().enumerate() {
         put64(area, i * 16, tag as u64);
         put64(area, i * 16 + 8, value);
     }
@@ -176,7 +206,7 @@ fn new_sections(elf: &Elf<'_>, layout: &Layout, out: &mut Vec<u8>) -> Vec<Sectio
             layout.dynstr,
         ) {
             s.sh_addr = place.address;
-            s.sh_offset = at(place.address);
+            s.sh_offset = layout.file_offset(host, place.address);
             s.sh_size = place.size;
         } else if let (true, Some(place), Some(version)) = (
             allocated && s.sh_type == e::SHT_GNU_VERNEED.0 && Some(s.sh_addr) == old_verneed,
@@ -184,7 +214,7 @@ fn new_sections(elf: &Elf<'_>, layout: &Layout, out: &mut Vec<u8>) -> Vec<Sectio
             &layout.version,
         ) {
             s.sh_addr = place.address;
-            s.sh_offset = at(place.address);
+            s.sh_offset = layout.file_offset(host, place.address);
             s.sh_size = place.size;
             s.sh_info = version.needs;
         } else if let (true, Some(place)) = (
@@ -193,6 +223,13 @@ fn new_sections(elf: &Elf<'_>, layout: &Layout, out: &mut Vec<u8>) -> Vec<Sectio
         ) {
             s.sh_addr = place.address;
             s.sh_offset = at(place.address);
+            s.sh_size = place.size;
+        } else if let (true, Some((place, file_offset))) = (
+            s.sh_type == e::SHT_DYNAMIC.0 && s.sh_addr == old_dynamic,
+            layout.dynamic_appended,
+        ) {
+            s.sh_addr = place.address;
+            s.sh_offset = file_offset;
             s.sh_size = place.size;
         } else if let Some(&(_, _, _, to)) = layout.slid.iter().find(|m| m.0 == i) {
             s.sh_addr = to.address;
@@ -232,7 +269,7 @@ fn new_sections(elf: &Elf<'_>, layout: &Layout, out: &mut Vec<u8>) -> Vec<Sectio
             sh_type: e::SHT_GNU_VERNEED.0,
             sh_flags: alloc,
             sh_addr: place.address,
-            sh_offset: at(place.address),
+            sh_offset: layout.file_offset(host, place.address),
             sh_size: place.size,
             sh_link: dynstr_index,
             sh_info: version.needs,
