@@ -23,6 +23,9 @@ pub enum Start {
     Cold,
     WithPlan,
     Relinked,
+    /// The app packed by `coldstart pack`, warm and cold.
+    PackedWarm,
+    Packed,
 }
 
 /// A bench of the app's starts, each variant known by what it starts.
@@ -54,6 +57,7 @@ pub fn bench_starts(
     plan: Option<&Path>,
     wrapper: &Wrapper,
     relinked: Option<&BuiltApp>,
+    packed: Option<(&Path, &Path)>,
     step: Step<'_>,
     mut progress: impl FnMut(usize, usize),
 ) -> anyhow::Result<StartBench> {
@@ -109,6 +113,26 @@ pub fn bench_starts(
             cold,
         );
         evict.extend([app.executable.clone(), app.library.clone()]);
+    }
+    if let Some((packed_executable, packed_library)) = packed {
+        commands.push(sample_launch(packed_executable)?);
+        let command = commands.len() - 1;
+        add(
+            Start::PackedWarm,
+            format!("sample app packed ({})", warm.as_str()),
+            command,
+            warm,
+        );
+        add(
+            Start::Packed,
+            format!("sample app packed ({})", cold.as_str()),
+            command,
+            cold,
+        );
+        evict.extend([
+            packed_executable.to_path_buf(),
+            packed_library.to_path_buf(),
+        ]);
     }
     step(&format!(
         "timing its start warm against {}{} ({RUNS} interleaved runs each)",

@@ -5,7 +5,49 @@ use crate::order::{OrderLoop, StartupIo};
 use coldstart_binary::Inspection;
 use coldstart_sample::SampleSpec;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The sample app's executable and library packed side by side (the
+/// executable finds the library through RUNPATH $ORIGIN).
+#[derive(Debug, Serialize)]
+pub struct PackedApp {
+    pub executable: PathBuf,
+    pub library: PathBuf,
+    pub reports: Vec<coldstart_pack::Report>,
+    /// What the packed executable printed: the same as the original.
+    pub output_matches: bool,
+}
+
+/// Packs `executable` and `library` into `dir`, runs the packed program and
+/// compares its output with `expected`. A file pack refuses (say, a build
+/// already linked with -z pack-relative-relocs) is the Err.
+pub fn pack_app(
+    executable: &Path,
+    library: &Path,
+    dir: &Path,
+    expected: &str,
+) -> anyhow::Result<PackedApp> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut reports = Vec::new();
+    let mut outputs = Vec::new();
+    for input in [executable, library] {
+        let output = dir.join(input.file_name().unwrap_or_default());
+        reports.push(coldstart_pack::pack_file(input, Some(&output))?);
+        outputs.push(output);
+    }
+    let ran = std::process::Command::new(&outputs[0])
+        .current_dir(dir)
+        .output()
+        .with_context(|| format!("running {}", outputs[0].display()))?;
+    let printed = String::from_utf8_lossy(&ran.stdout).trim().to_string();
+    Ok(PackedApp {
+        executable: outputs[0].clone(),
+        library: outputs[1].clone(),
+        reports,
+        output_matches: ran.status.success() && printed == expected,
+    })
+}
 
 #[derive(Debug, Serialize)]
 pub struct DemoReport {
@@ -39,6 +81,10 @@ pub struct DemoReport {
     /// kernel's default read_ahead_kb and at the device's own.
     pub order: Option<OrderLoop>,
     pub order_skipped: Option<String>,
+    /// `coldstart pack` of the executable and the library (built without
+    /// -z pack-relative-relocs), or why not.
+    pub pack: Option<PackedApp>,
+    pub pack_skipped: Option<String>,
     /// At the kernel's default read_ahead_kb (128; `read_ahead_kb` says).
     pub before: Option<StartupIo>,
     pub after: Option<StartupIo>,

@@ -51,6 +51,19 @@ pub fn render(demo: &DemoReport) -> String {
     if let Some(order) = &demo.order {
         text.push_str(&render_order(order));
     }
+    match (&demo.pack, &demo.pack_skipped) {
+        (Some(packed), _) => {
+            text.push_str(
+                "\nRelative relocations packed as DT_RELR, no relink (coldstart pack):\n",
+            );
+            text.push_str(&crate::pack::render(&packed.reports, false));
+            if !packed.output_matches {
+                text.push_str("The packed program did NOT print what the original printed.\n");
+            }
+        }
+        (None, Some(why)) => text.push_str(&format!("\nNot packed: {why}\n")),
+        (None, None) => {}
+    }
     if let Some(bench) = &demo.bench {
         text.push_str("\nStartup time, warm against cold (coldstart bench):\n");
         text.push_str(&crate::bench::render(bench, crate::Style::Plain));

@@ -102,6 +102,30 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         )?),
         None => None,
     };
+    let (pack, pack_skipped) = match coldstart_pipeline::demo::pack_app(
+        &app.executable,
+        &app.library,
+        &args.dir.join("packed"),
+        &startup_output,
+    ) {
+        Ok(packed) => {
+            step(&format!(
+                "packed its relative relocations as DT_RELR (coldstart pack): {} and {} in {}",
+                packed.executable.display(),
+                packed.library.display(),
+                if packed.output_matches {
+                    "print the same"
+                } else {
+                    "DO NOT print the same"
+                }
+            ));
+            (Some(packed), None)
+        }
+        Err(err) => {
+            step(&format!("not packed: {err:#}"));
+            (None, Some(format!("{err:#}")))
+        }
+    };
     let wrapper =
         Wrapper::beside(std::env::current_exe().context("cannot find the coldstart binary")?);
     let bar = output::progress(0, "benchmark");
@@ -110,6 +134,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         plan.is_some().then_some(plan_path.as_path()),
         &wrapper,
         order.as_ref().map(|o| &o.ordered_app),
+        pack.as_ref()
+            .map(|p| (p.executable.as_path(), p.library.as_path())),
         &mut |s| bar.suspend(|| step(s)),
         |done, total| {
             bar.set_length(total as u64);
@@ -148,6 +174,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             .then(|| tracing.skipped().map(str::to_string))
             .flatten(),
         order,
+        pack,
+        pack_skipped,
     };
     if args.json {
         output::print_json(&report)?;
