@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds a seed corpus for the inspect fuzz target from small binaries made
-# on the spot (gcc, ld) and the hand-laid-out test fixture, so the fuzzer
-# starts from real ELF shapes: PIE, shared object, RELR, static, .o.
+# Builds seed corpora from small binaries made on the spot, so the fuzzer
+# starts from real ELF shapes. inspect: gcc/ld PIE, shared object, RELR,
+# static, .o, PE, Mach-O and the hand-laid-out test fixture. pack: PIEs and
+# shared objects with relative relocations and no RELR yet, linked by GNU ld
+# and by lld (which lay out the version tables differently).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 corpus="$here/corpus/inspect"
@@ -68,3 +70,54 @@ fi
 # The test fixture, with and without section headers.
 (cd "$here/.." && cargo run -q -p coldstart-binary --example write_fixtures -- "$corpus")
 ls -la "$corpus"
+
+# pack: words holding addresses (relative relocations), a symbol from libc
+# (a version need to extend), and without -z pack-relative-relocs.
+pack="$here/corpus/pack"
+mkdir -p "$pack"
+cat > "$work/p.c" <<'C'
+#include <stdio.h>
+static int a, b, c;
+int *table[] = { &a, &b, &c, &a, &b };
+static const char *names[] = { "one", "two", "three" };
+int shown(int i) { return puts(names[i % 3]) + *table[i % 5]; }
+int main(void) { return shown(1) > 0 ? 0 : 1; }
+C
+gcc -O1 -fPIE -pie "$work/p.c" -o "$pack/gcc-pie"
+gcc -O1 -fPIC -shared "$work/p.c" -o "$pack/gcc-shared.so"
+gcc -O1 -fPIC -shared -nostdlib "$work/p.c" -o "$pack/gcc-nolibc.so"
+# Without section headers (as sstrip leaves a file): header fields zeroed,
+# the table cut off.
+cp "$pack/gcc-shared.so" "$pack/gcc-no-sections.so"
+shoff=$(od -An -t u8 -j 40 -N 8 "$pack/gcc-no-sections.so" | tr -d ' ')
+head -c 8 /dev/zero | dd of="$pack/gcc-no-sections.so" bs=1 seek=40 conv=notrunc status=none
+head -c 4 /dev/zero | dd of="$pack/gcc-no-sections.so" bs=1 seek=60 conv=notrunc status=none
+truncate -s "$shoff" "$pack/gcc-no-sections.so"
+# Enough relocations that packing frees whole pages: the cut, the split
+# host segment and the moved program headers.
+{
+    echo "static int v[400];"
+    echo "int *many[] = {"
+    for i in $(seq 0 399); do echo "&v[$i],"; done
+    echo "};"
+    echo "int first(void) { return *many[0]; }"
+} > "$work/many.c"
+gcc -O1 -fPIC -shared "$work/many.c" -o "$pack/gcc-many.so"
+lld=
+for candidate in ld.lld ld.lld-19 ld.lld-18 ld.lld-17 ld.lld-16 ld.lld-15 ld.lld-14; do
+    if command -v "$candidate" >/dev/null; then lld=$(command -v "$candidate"); break; fi
+done
+if [ -n "$lld" ] && command -v clang >/dev/null; then
+    clang -O1 -fPIE -pie --ld-path="$lld" "$work/p.c" -o "$pack/lld-pie"
+    clang -O1 -fPIC -shared --ld-path="$lld" "$work/p.c" -o "$pack/lld-shared.so"
+    clang -O1 -fPIC -shared --ld-path="$lld" "$work/many.c" -o "$pack/lld-many.so"
+else
+    echo "no lld seeds for pack: apt-get install clang lld" >&2
+fi
+for seed in "$pack"/gcc-* "$pack"/lld-*; do
+    if readelf -d "$seed" | grep -q '(RELR)'; then
+        echo "$seed already has DT_RELR: this toolchain packs by default" >&2
+        exit 1
+    fi
+done
+ls -la "$pack"/gcc-* "$pack"/lld-*

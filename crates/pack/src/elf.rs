@@ -48,6 +48,13 @@ impl Segment {
         address - self.p_vaddr + self.p_offset
     }
 
+    /// Physical address of `address`, which must lie in the segment. The
+    /// loader ignores physical addresses, so any value wraps rather than
+    /// overflows.
+    pub fn paddr_of(&self, address: u64) -> u64 {
+        self.p_paddr.wrapping_add(address - self.p_vaddr)
+    }
+
     pub fn to_bytes(self) -> [u8; PHDR_SIZE as usize] {
         let mut out = [0u8; PHDR_SIZE as usize];
         put32(&mut out, 0, self.p_type);
@@ -219,6 +226,13 @@ impl<'data> Elf<'data> {
                 sh_entsize: sh.sh_entsize(endian),
             })
             .collect();
+        let e_shstrndx = header.e_shstrndx(endian).0;
+        if !sections.is_empty() && usize::from(e_shstrndx) >= sections.len() {
+            return Err(malformed(format!(
+                "section name table index {e_shstrndx} is past the {} section headers",
+                sections.len()
+            )));
+        }
         for (i, section) in sections.iter().enumerate() {
             let end = section.sh_offset.checked_add(section.file_size());
             if end.is_none_or(|end| end > data.len() as u64) {
@@ -239,6 +253,12 @@ impl<'data> Elf<'data> {
             if segment.is_load() && segment.p_filesz > segment.p_memsz {
                 return Err(malformed(format!(
                     "LOAD segment {i} has more bytes in the file than in memory"
+                )));
+            }
+            if segment.is_load() && segment.p_vaddr.checked_add(segment.p_memsz).is_none() {
+                return Err(malformed(format!(
+                    "LOAD segment {i} (address 0x{:x}, size 0x{:x}) runs past the end of the address space",
+                    segment.p_vaddr, segment.p_memsz
                 )));
             }
         }
@@ -274,7 +294,7 @@ impl<'data> Elf<'data> {
             e_type: header.e_type(endian).0,
             e_phoff: header.e_phoff(endian),
             e_shoff: header.e_shoff(endian),
-            e_shstrndx: header.e_shstrndx(endian).0,
+            e_shstrndx,
             segments,
             sections,
             dynamic_segment,

@@ -126,8 +126,10 @@ fn pages(address: u64, size: u64) -> u64 {
     }
 }
 
+/// `value` rounded up to a multiple of `to`; u64::MAX when that overflows,
+/// which no table fits below, so an absurd alignment is refused as no room.
 fn align(value: u64, to: u64) -> u64 {
-    value.div_ceil(to) * to
+    value.div_ceil(to).saturating_mul(to)
 }
 
 /// Works out the packed file, or says why it cannot be done.
@@ -178,7 +180,10 @@ pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
             Err(no_room) => return Err(no_room),
         }
     }
-    let cut_offset = elf.segments[host].offset_of(fit.cut_at);
+    // With nothing cut, the empty cut sits at the end of the tables, which
+    // the file holds (the page after them may lie past its end).
+    let cut_offset =
+        elf.segments[host].offset_of(if fit.removed > 0 { fit.cut_at } else { fit.end });
     let tail_end = tail_end(elf, cut_offset + fit.removed);
     let copied = tail_end - fit.removed;
     let appended = fit
@@ -341,6 +346,18 @@ fn check_candidate(elf: &Elf<'_>) -> Result<(), Refused> {
 }
 
 fn rela_table(elf: &Elf<'_>) -> Result<Placed, Refused> {
+    // glibc takes the last of a repeated tag, pack reads the first and
+    // rewrites each once: a repeat is refused rather than guessed at.
+    for (tag, name) in [
+        (e::DT_RELA, "DT_RELA"),
+        (e::DT_RELASZ, "DT_RELASZ"),
+        (e::DT_RELAENT, "DT_RELAENT"),
+        (e::DT_RELACOUNT, "DT_RELACOUNT"),
+    ] {
+        if elf.dynamic.iter().filter(|&&(t, _)| t == tag.0).count() > 1 {
+            return Err(elf.malformed(format!("the dynamic section has more than one {name}")));
+        }
+    }
     let address = elf.dyn_value(e::DT_RELA.0).unwrap_or(0);
     let size = elf
         .dyn_value(e::DT_RELASZ.0)
@@ -356,8 +373,8 @@ fn rela_table(elf: &Elf<'_>) -> Result<Placed, Refused> {
     if let (Some(jmprel), Some(pltsz)) = (
         elf.dyn_value(e::DT_JMPREL.0),
         elf.dyn_value(e::DT_PLTRELSZ.0),
-    ) && jmprel < address + size
-        && address < jmprel + pltsz
+    ) && jmprel < address.saturating_add(size)
+        && address < jmprel.saturating_add(pltsz)
     {
         return Err(elf.refused(Refusal::Unsupported(
             "the PLT relocations (DT_JMPREL) lie inside the DT_RELA table".into(),
@@ -511,9 +528,11 @@ impl Tables {
     }
 
     fn fit_with(&self, elf: &Elf<'_>, phdrs: Option<u64>, overflow: bool) -> Result<Fit, Refused> {
+        // Saturating: a corrupt size or alignment ends past the region and
+        // is refused below as no room.
         let place = |cursor: &mut u64, size: u64, alignment: u64| {
             let address = align(*cursor, alignment);
-            *cursor = address + size;
+            *cursor = address.saturating_add(size);
             Placed { address, size }
         };
         let mut cursor = self.rela_start;
@@ -644,7 +663,7 @@ impl Slide {
         table: Option<(u64, u64, u64)>,
     ) -> Option<Slide> {
         let (address, size, _) = table?;
-        let end = address + size;
+        let end = address.checked_add(size)?;
         if size == 0 || end > rela_start || !elf.segments[host].holds_in_file(address, size) {
             return None;
         }
@@ -662,7 +681,12 @@ impl Slide {
             if !allocated || section.sh_size == 0 {
                 continue;
             }
-            let (start, stop) = (section.sh_addr, section.sh_addr + section.sh_size);
+            // Saturating: a section that wraps ends past the RELA table and
+            // stops the slide.
+            let (start, stop) = (
+                section.sh_addr,
+                section.sh_addr.saturating_add(section.sh_size),
+            );
             if stop <= end || start >= rela_start {
                 continue;
             }
@@ -791,7 +815,7 @@ fn new_segments(
             p_flags: e::PF_R.0 | e::PF_W.0,
             p_offset: original.offset_of(dynamic.address),
             p_vaddr: dynamic.address,
-            p_paddr: dynamic.address - original.p_vaddr + original.p_paddr,
+            p_paddr: original.paddr_of(dynamic.address),
             p_filesz: dynamic.size,
             p_memsz: dynamic.size,
             p_align: original.p_align,
@@ -801,7 +825,7 @@ fn new_segments(
         pieces.push(Segment {
             p_offset: original.offset_of(resume) - fit.removed,
             p_vaddr: resume,
-            p_paddr: resume - original.p_vaddr + original.p_paddr,
+            p_paddr: original.paddr_of(resume),
             p_filesz: host_end.saturating_sub(resume),
             p_memsz: original.p_vaddr + original.p_memsz - resume,
             ..original
@@ -833,7 +857,7 @@ fn new_segments(
                 if let Some(phdrs) = fit.phdrs {
                     segment.p_offset = original.offset_of(phdrs.address);
                     segment.p_vaddr = phdrs.address;
-                    segment.p_paddr = phdrs.address - original.p_vaddr + original.p_paddr;
+                    segment.p_paddr = original.paddr_of(phdrs.address);
                     segment.p_filesz = phdrs.size;
                     segment.p_memsz = phdrs.size;
                 }
@@ -842,7 +866,7 @@ fn new_segments(
                 if let Some(dynamic) = fit.dynamic {
                     segment.p_offset = original.offset_of(dynamic.address);
                     segment.p_vaddr = dynamic.address;
-                    segment.p_paddr = dynamic.address - original.p_vaddr + original.p_paddr;
+                    segment.p_paddr = original.paddr_of(dynamic.address);
                     segment.p_filesz = dynamic.size;
                     segment.p_memsz = dynamic.size;
                 } else if let Some((dynamic, file_offset)) =

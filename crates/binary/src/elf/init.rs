@@ -31,14 +31,12 @@ fn arrays<H: FileHeader<Endian = Endianness>>(
     let endian = elf.endian;
     let has_loads = elf.phdrs.iter().any(|ph| ph.p_type(endian) == e::PT_LOAD);
     // Sizes come from the file: an array must lie inside what the loader
-    // maps (or, for objects without program headers, be no larger than the
-    // file), else a corrupt size would make us walk billions of slots.
+    // maps and be no larger than the file (a segment's memory size is as
+    // untrusted as the array's), else a corrupt size would make us walk
+    // billions of slots.
     let checked = |what: &str, addr: u64, size: u64| -> Result<Range<u64>> {
-        let fits = if has_loads {
-            size == 0 || elf.load_segment_of(addr, size).is_some()
-        } else {
-            size <= elf.size()
-        };
+        let fits = size <= elf.size()
+            && (!has_loads || size == 0 || elf.load_segment_of(addr, size).is_some());
         if !fits {
             return Err(malformed(
                 elf.path,
