@@ -44,10 +44,6 @@ pub(crate) struct Layout {
     pub phdrs: Option<Placed>,
     /// Where the dynamic section goes when it moves.
     pub dynamic_moved: Option<Placed>,
-    /// When the freed space holds no whole page for it: the dynamic section
-    /// in a new writable segment after every other, (address and size, file
-    /// offset in the output).
-    pub dynamic_appended: Option<(Placed, u64)>,
     /// The segment after all others, when anything had to go there.
     pub appended: Option<Appended>,
     /// Input offset where the bytes copied after the cut end: the old section
@@ -71,6 +67,19 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The dynamic section in the appended segment, and its file offset.
+    pub fn dynamic_appended(&self) -> Option<(Placed, u64)> {
+        self.appended.as_ref().and_then(Appended::dynamic_at)
+    }
+
+    /// Where the dynamic section moved, if it did, and its file offset.
+    pub fn dynamic_new_place(&self, host: Segment) -> Option<(Placed, u64)> {
+        match self.dynamic_moved {
+            Some(place) => Some((place, host.offset_of(place.address))),
+            None => self.dynamic_appended(),
+        }
+    }
+
     /// Offset in the output file of a new table at `address`: in the
     /// appended segment, or before the cut (where offsets do not change).
     pub fn file_offset(&self, host: Segment, address: u64) -> u64 {
@@ -105,7 +114,7 @@ impl Layout {
             loader_pages_after: pages(tables_start, tables_end - tables_start),
             compacted_bytes: self.removed,
             hole_bytes: hole,
-            dynamic: if self.dynamic_appended.is_some() {
+            dynamic: if self.dynamic_appended().is_some() {
                 "appended-segment"
             } else if self.dynamic_moved.is_some() {
                 "writable-segment"
@@ -189,9 +198,6 @@ pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
     let appended = fit
         .appends()
         .then(|| append(elf, &tables, &mut fit, copied));
-    let dynamic_appended = appended
-        .as_ref()
-        .and_then(|a| a.dynamic.map(|d| (d, a.file_offset_of(d.address))));
     let segments = new_segments(elf, host, &fit, appended.as_ref())?;
     let load_segments_added = (segments.iter().filter(|s| s.is_load()).count()
         - elf.segments.iter().filter(|s| s.is_load()).count()) as u32;
@@ -210,7 +216,6 @@ pub(crate) fn plan(elf: &Elf<'_>) -> Result<Layout, Refused> {
         slid: fit.slid.clone(),
         phdrs: fit.phdrs,
         dynamic_moved: fit.dynamic,
-        dynamic_appended,
         appended,
         tail_end,
         dynamic,
@@ -259,6 +264,11 @@ impl Appended {
 
     pub fn file_offset_of(&self, address: u64) -> u64 {
         self.file_offset + (address - self.place.address)
+    }
+
+    /// The dynamic section, when it is here, and its offset in the file.
+    pub fn dynamic_at(&self) -> Option<(Placed, u64)> {
+        self.dynamic.map(|d| (d, self.file_offset_of(d.address)))
     }
 }
 
@@ -855,28 +865,25 @@ fn new_segments(
         match e::ProgramType(segment.p_type) {
             e::PT_PHDR => {
                 if let Some(phdrs) = fit.phdrs {
-                    segment.p_offset = original.offset_of(phdrs.address);
-                    segment.p_vaddr = phdrs.address;
-                    segment.p_paddr = original.paddr_of(phdrs.address);
-                    segment.p_filesz = phdrs.size;
-                    segment.p_memsz = phdrs.size;
+                    cover(
+                        &mut segment,
+                        phdrs,
+                        original.offset_of(phdrs.address),
+                        original.paddr_of(phdrs.address),
+                    );
                 }
             }
             e::PT_DYNAMIC => {
                 if let Some(dynamic) = fit.dynamic {
-                    segment.p_offset = original.offset_of(dynamic.address);
-                    segment.p_vaddr = dynamic.address;
-                    segment.p_paddr = original.paddr_of(dynamic.address);
-                    segment.p_filesz = dynamic.size;
-                    segment.p_memsz = dynamic.size;
-                } else if let Some((dynamic, file_offset)) =
-                    appended.and_then(|a| a.dynamic.map(|d| (d, a.file_offset_of(d.address))))
+                    cover(
+                        &mut segment,
+                        dynamic,
+                        original.offset_of(dynamic.address),
+                        original.paddr_of(dynamic.address),
+                    );
+                } else if let Some((dynamic, file_offset)) = appended.and_then(Appended::dynamic_at)
                 {
-                    segment.p_offset = file_offset;
-                    segment.p_vaddr = dynamic.address;
-                    segment.p_paddr = dynamic.address;
-                    segment.p_filesz = dynamic.size;
-                    segment.p_memsz = dynamic.size;
+                    cover(&mut segment, dynamic, file_offset, dynamic.address);
                 }
             }
             _ => {}
@@ -928,6 +935,15 @@ fn new_segments(
         );
     }
     Ok(segments)
+}
+
+/// Points `segment` at exactly `place`, found at `file_offset` in the file.
+fn cover(segment: &mut Segment, place: Placed, file_offset: u64, paddr: u64) {
+    segment.p_offset = file_offset;
+    segment.p_vaddr = place.address;
+    segment.p_paddr = paddr;
+    segment.p_filesz = place.size;
+    segment.p_memsz = place.size;
 }
 
 /// Entries the new dynamic section holds, DT_NULL not counted.

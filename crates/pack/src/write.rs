@@ -53,7 +53,7 @@ pub(crate) fn write(elf: &Elf<'_>, layout: &Layout) -> Vec<u8> {
     if let (Some(place), Some(version)) = (layout.verneed, &layout.version) {
         put(&mut buf, place.address, &version.table);
     }
-    if let Some((place, _)) = layout.dynamic_appended {
+    if let Some((place, _)) = layout.dynamic_appended() {
         let mut bytes = vec![0u8; place.size as usize];
         fill_dynamic(&mut bytes, &layout.dynamic);
         put(&mut buf, place.address, &bytes);
@@ -79,9 +79,7 @@ pub(crate) fn write(elf: &Elf<'_>, layout: &Layout) -> Vec<u8> {
         let start = phdr_offset + i * 56;
         buf[start..start + 56].copy_from_slice(&segment.to_bytes());
     }
-    let moved = layout
-        .dynamic_moved
-        .or(layout.dynamic_appended.map(|(place, _)| place));
+    let moved = layout.dynamic_new_place(host).map(|(place, _)| place);
     if let Some(moved) = moved {
         let old = elf.segments[elf.dynamic_segment].p_vaddr;
         move_dynamic_symbol(elf, &mut buf, old, moved.address);
@@ -114,7 +112,7 @@ pub(crate) fn write(elf: &Elf<'_>, layout: &Layout) -> Vec<u8> {
 
 fn write_dynamic(elf: &Elf<'_>, layout: &Layout, buf: &mut [u8]) {
     let segment = elf.segments[elf.dynamic_segment];
-    if layout.dynamic_appended.is_some() {
+    if layout.dynamic_appended().is_some() {
         return;
     }
     let (start, slots) = match layout.dynamic_moved {
@@ -217,16 +215,9 @@ fn new_sections(elf: &Elf<'_>, layout: &Layout, out: &mut Vec<u8>) -> Vec<Sectio
             s.sh_offset = layout.file_offset(host, place.address);
             s.sh_size = place.size;
             s.sh_info = version.needs;
-        } else if let (true, Some(place)) = (
-            s.sh_type == e::SHT_DYNAMIC.0 && s.sh_addr == old_dynamic,
-            layout.dynamic_moved,
-        ) {
-            s.sh_addr = place.address;
-            s.sh_offset = at(place.address);
-            s.sh_size = place.size;
         } else if let (true, Some((place, file_offset))) = (
             s.sh_type == e::SHT_DYNAMIC.0 && s.sh_addr == old_dynamic,
-            layout.dynamic_appended,
+            layout.dynamic_new_place(host),
         ) {
             s.sh_addr = place.address;
             s.sh_offset = file_offset;

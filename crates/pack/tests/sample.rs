@@ -123,15 +123,14 @@ fn elflint(path: &Path) -> Vec<String> {
         .expect("eu-elflint");
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let index = regex_lite(&text);
-    index
+    without_indexes(&text)
         .into_iter()
         .filter(|l| !l.is_empty() && l != "No errors")
         .collect()
 }
 
 /// `section [ 7]` and `phdr[11]` without their numbers.
-fn regex_lite(text: &str) -> Vec<String> {
+fn without_indexes(text: &str) -> Vec<String> {
     text.lines()
         .map(|line| {
             let mut out = String::new();
