@@ -123,6 +123,7 @@ fn write_run(profile: &mut Profile, read_ahead_kb: u64) -> i64 {
                     name: "ready".into(),
                 }],
                 lost: vec![],
+                ..Default::default()
             },
         )
         .unwrap();

@@ -92,6 +92,7 @@ fn warm_start() -> LoadedRun {
             root_pid: Some(APP),
             lost_events: 0,
             complete: true,
+            loader: None,
         },
         vec![file(A, "/lib/a.so"), file(B, "/lib/b.so")],
         vec![

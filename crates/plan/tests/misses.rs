@@ -79,6 +79,7 @@ fn run_row(argv: &[&str], cwd: &str) -> Run {
         root_pid: Some(APP),
         lost_events: 0,
         complete: true,
+        loader: None,
     }
 }
 

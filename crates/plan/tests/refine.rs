@@ -84,6 +84,7 @@ fn served(
             root_pid: Some(APP),
             lost_events: 0,
             complete: true,
+            loader: None,
         },
         files,
         events,

@@ -9,6 +9,7 @@
 
 mod check;
 pub mod handmade;
+mod loader;
 mod model;
 mod schema;
 
@@ -450,6 +451,7 @@ impl Profile {
                     .execute(params![run, l.cpu, l.events as i64])
                     .map_err(fail)?;
             }
+            loader::insert_spans(&path, &tx, run, &batch.loader_spans, &file_ids, &run_files)?;
         }
         tx.commit().map_err(fail)?;
         Ok(file_ids)
@@ -664,6 +666,7 @@ impl Profile {
                 root_pid: check::pid_opt("root_pid", row.root_pid)?,
                 lost_events: check::non_negative("lost_events", row.lost_events)?,
                 complete: check::flag("complete", row.complete)?,
+                loader: row.loader.clone(),
             })
         };
         checked().map_err(bad)
@@ -987,8 +990,9 @@ impl Profile {
     }
 }
 
-/// Rows to write together. Page events and readahead rows may name files
-/// of the same batch by position: file_id -1 is `files[0]`, -2 `files[1]`...
+/// Rows to write together. Page events, readahead rows and loader spans may
+/// name files of the same batch by position: file_id -1 is `files[0]`, -2
+/// `files[1]`...
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     pub files: Vec<NewFile>,
@@ -997,6 +1001,8 @@ pub struct Batch {
     pub readahead: Vec<Readahead>,
     pub marks: Vec<Mark>,
     pub lost: Vec<LostEvents>,
+    /// Numbered in order of `t_begin_ns` after the run's earlier spans.
+    pub loader_spans: Vec<LoaderSpan>,
 }
 
 impl Batch {
@@ -1008,7 +1014,7 @@ impl Batch {
 
 const RUN_COLUMNS: &str = "SELECT id, argv, cwd, cache_mode, started_at_unix_ns, ended_ns, end_reason,
     exit_code, exit_signal, kernel, page_size, read_ahead_kb, fault_around_bytes, uid, gid, root_pid,
-    lost_events, tool_version, complete FROM runs";
+    lost_events, tool_version, complete, loader FROM runs";
 
 /// A `runs` row as stored, before [`Profile::decode_run`] checks it.
 struct RunRow {
@@ -1031,6 +1037,7 @@ struct RunRow {
     lost_events: i64,
     tool_version: String,
     complete: i64,
+    loader: Option<String>,
 }
 
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
@@ -1054,6 +1061,7 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         lost_events: row.get(16)?,
         tool_version: row.get(17)?,
         complete: row.get(18)?,
+        loader: row.get(19)?,
     })
 }
 

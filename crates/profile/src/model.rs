@@ -135,6 +135,9 @@ pub struct Run {
     pub root_pid: Option<i32>,
     pub lost_events: u64,
     pub complete: bool,
+    /// None when the dynamic loader was not traced; else what its trace
+    /// could and could not see (see [`Profile::set_run_loader`](crate::Profile::set_run_loader)).
+    pub loader: Option<String>,
 }
 
 /// A task seen during a run.
@@ -317,4 +320,99 @@ pub struct FunctionEvent {
     pub first_t_ns: i64,
     /// Entries counted until the process wrote its record.
     pub calls: u64,
+}
+
+/// What the dynamic loader (ld.so) was doing during a [`LoaderSpan`], as
+/// uprobes on its internal functions saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoaderPhase {
+    /// From exec until ld.so starts loading the program's initial set of
+    /// objects: rtld's own start.
+    Start,
+    /// `_dl_map_object`: finding and mapping one object.
+    Load,
+    /// The part of a load before a file was chosen.
+    Search,
+    /// `_dl_map_object_from_fd`: mapping the chosen file.
+    Map,
+    /// One open attempt by the loader.
+    Open,
+    /// `_dl_relocate_object`.
+    Relocate,
+    /// `call_init` of one object.
+    Init,
+    /// One DT_INIT or DT_INIT_ARRAY entry.
+    Initializer,
+    /// `_dl_open`.
+    Dlopen,
+    /// The jump to the program's entry: an instant.
+    Entry,
+}
+
+impl LoaderPhase {
+    pub const ALL: [LoaderPhase; 10] = [
+        LoaderPhase::Start,
+        LoaderPhase::Load,
+        LoaderPhase::Search,
+        LoaderPhase::Map,
+        LoaderPhase::Open,
+        LoaderPhase::Relocate,
+        LoaderPhase::Init,
+        LoaderPhase::Initializer,
+        LoaderPhase::Dlopen,
+        LoaderPhase::Entry,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoaderPhase::Start => "start",
+            LoaderPhase::Load => "load",
+            LoaderPhase::Search => "search",
+            LoaderPhase::Map => "map",
+            LoaderPhase::Open => "open",
+            LoaderPhase::Relocate => "relocate",
+            LoaderPhase::Init => "init",
+            LoaderPhase::Initializer => "initializer",
+            LoaderPhase::Dlopen => "dlopen",
+            LoaderPhase::Entry => "entry",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<LoaderPhase> {
+        LoaderPhase::ALL
+            .into_iter()
+            .find(|phase| phase.as_str() == text)
+    }
+}
+
+/// An interval the dynamic loader spent on one thing, for one task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoaderSpan {
+    /// The task (thread) that ran it.
+    pub pid: i32,
+    pub phase: LoaderPhase,
+    /// The object as the loader names it (link_map `l_name`, a path; ""
+    /// is the main program), or the name asked for.
+    pub object: Option<String>,
+    /// The object's file, when known. When writing, a negative id names
+    /// one of the files written along with it, as in [`Batch`](crate::Batch).
+    pub file_id: Option<FileId>,
+    pub t_begin_ns: i64,
+    /// None when it never returned before the run ended.
+    pub t_end_ns: Option<i64>,
+    /// Load bias (`l_addr`), when known.
+    pub base: Option<u64>,
+    /// `initializer`: the function's address; `entry`: the program's entry.
+    pub target: Option<u64>,
+    /// `open`: the path tried; `load`, `dlopen`: the name asked for;
+    /// `initializer`: `DT_INIT` or `DT_INIT_ARRAY[i]`.
+    pub detail: Option<String>,
+    /// `open`: the fd returned or -errno; `dlopen`: 1 when it returned an
+    /// object, 0 when it failed.
+    pub result: Option<i64>,
+    /// `relocate`: symbol lookups counted during it, when counted.
+    pub lookups: Option<u64>,
+    /// Nesting among this task's spans, 0 outermost.
+    pub depth: u32,
 }

@@ -8,7 +8,7 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The `functions` table, in both the new-profile schema and the 2 -> 3
 /// migration, so the two cannot drift apart.
@@ -26,6 +26,41 @@ CREATE TABLE functions (
     first_t_ns INTEGER NOT NULL,          -- first call, ns after the program was started
     calls      INTEGER NOT NULL,          -- entries counted until the process dumped them
     PRIMARY KEY (run_id, pid, first_seq)
+) WITHOUT ROWID;
+"#
+    };
+}
+
+/// The `runs.loader` column, in both the new-profile schema (last, where
+/// `ALTER TABLE ... ADD COLUMN` puts it) and the 3 -> 4 migration.
+macro_rules! runs_loader_column {
+    () => {
+        "loader TEXT"
+    };
+}
+
+/// The `loader_spans` table, in both the new-profile schema and the 3 -> 4
+/// migration. Addresses (`base`, `target`) are the u64 values as INTEGER;
+/// user-space addresses are below 2^63, so a negative one is a damaged row.
+macro_rules! loader_spans_table {
+    () => {
+        r#"
+CREATE TABLE loader_spans (
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,          -- 0, 1, ... in order of t_begin_ns within a batch; later batches follow
+    pid        INTEGER NOT NULL,          -- task (thread) that ran it
+    phase      TEXT NOT NULL,             -- start | load | search | map | open | relocate | init | initializer | dlopen | entry
+    object     TEXT,                      -- link_map l_name ("" is the main program) or the name asked for
+    file_id    INTEGER,                   -- files.id of the same run when the object's file is known (checked by the writer)
+    t_begin_ns INTEGER NOT NULL,
+    t_end_ns   INTEGER,                   -- NULL when it never returned before the run ended
+    base       INTEGER,                   -- load bias (l_addr) when known
+    target     INTEGER,                   -- initializer: the function's address; entry: the program's entry address
+    detail     TEXT,                      -- open: the path tried; load, dlopen: the name asked for; initializer: DT_INIT or DT_INIT_ARRAY[i]
+    result     INTEGER,                   -- open: the fd or -errno; dlopen: 1 when it returned an object, 0 when it failed
+    lookups    INTEGER,                   -- relocate: symbol lookups counted during it, when counted
+    depth      INTEGER NOT NULL,          -- nesting among this task's spans, 0 outermost
+    PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 "#
     };
@@ -52,7 +87,10 @@ CREATE TABLE runs (
     root_pid           INTEGER,
     lost_events        INTEGER NOT NULL DEFAULT 0,
     tool_version       TEXT NOT NULL,
-    complete           INTEGER NOT NULL DEFAULT 0
+    complete           INTEGER NOT NULL DEFAULT 0,
+    "#,
+    runs_loader_column!(),
+    r#"            -- NULL when the loader was not traced, else what its trace could and could not see
 );
 CREATE TABLE processes (
     run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -127,7 +165,8 @@ CREATE TABLE lost_events (
     PRIMARY KEY (run_id, cpu)
 ) WITHOUT ROWID;
 "#,
-    functions_table!()
+    functions_table!(),
+    loader_spans_table!()
 );
 
 /// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
@@ -157,4 +196,11 @@ ALTER TABLE page_events_v2 RENAME TO page_events;
 "#,
     // 2 -> 3: function-level traces from the instrumentation runtime.
     functions_table!(),
+    // 3 -> 4: the dynamic loader's phases, and what the loader trace saw.
+    concat!(
+        "ALTER TABLE runs ADD COLUMN ",
+        runs_loader_column!(),
+        ";",
+        loader_spans_table!()
+    ),
 ];

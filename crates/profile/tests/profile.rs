@@ -92,6 +92,7 @@ fn batch() -> Batch {
             LostEvents { cpu: 0, events: 3 },
             LostEvents { cpu: 1, events: 4 },
         ],
+        loader_spans: Vec::new(),
     }
 }
 
@@ -288,6 +289,10 @@ fn one_complete_run(path: &Path) -> RunId {
     run
 }
 
+/// Takes a current profile back to schema 3's layout: no loader spans, no
+/// `runs.loader` (the last column, so the others keep their places).
+const BEFORE_LOADER_SPANS: &str = "DROP TABLE loader_spans; ALTER TABLE runs DROP COLUMN loader;";
+
 fn user_version(path: &Path) -> i32 {
     Connection::open(path)
         .unwrap()
@@ -302,10 +307,10 @@ fn a_schema_1_profile_is_upgraded_when_opened() {
     let run = one_complete_run(&path);
     // Put page_events back in schema 1's layout (no seq, rowid table with
     // an index), rows stored newest first, as coldstart 0.1 could leave them,
-    // and without schema 3's functions table.
+    // and without schema 3's functions table or schema 4's loader spans.
     Connection::open(&path)
         .unwrap()
-        .execute_batch(
+        .execute_batch(&format!(
             "BEGIN;
              CREATE TABLE v1 (
                  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -319,9 +324,10 @@ fn a_schema_1_profile_is_upgraded_when_opened() {
              ALTER TABLE v1 RENAME TO page_events;
              CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
              DROP TABLE functions;
+             {BEFORE_LOADER_SPANS}
              PRAGMA user_version = 1;
-             COMMIT;",
-        )
+             COMMIT;"
+        ))
         .unwrap();
 
     let profile = Profile::open(&path).unwrap();
@@ -522,10 +528,13 @@ fn a_schema_2_profile_gains_the_functions_table() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v2.db");
     let run = one_complete_run(&path);
-    // What coldstart wrote before function traces: no functions table.
+    // What coldstart wrote before function traces: no functions table
+    // (nor schema 4's loader spans).
     Connection::open(&path)
         .unwrap()
-        .execute_batch("BEGIN; DROP TABLE functions; PRAGMA user_version = 2; COMMIT;")
+        .execute_batch(&format!(
+            "BEGIN; DROP TABLE functions; {BEFORE_LOADER_SPANS} PRAGMA user_version = 2; COMMIT;"
+        ))
         .unwrap();
 
     let p = Profile::open(&path).unwrap();
@@ -548,4 +557,336 @@ fn a_schema_2_profile_gains_the_functions_table() {
         .query_row("SELECT count(*) FROM functions", [], |r| r.get(0))
         .unwrap();
     assert_eq!(left, 0);
+}
+
+/// A span of `phase` by task 100 with nothing but its times and depth.
+fn span(phase: LoaderPhase, t_begin_ns: i64, t_end_ns: Option<i64>, depth: u32) -> LoaderSpan {
+    LoaderSpan {
+        pid: 100,
+        phase,
+        object: None,
+        file_id: None,
+        t_begin_ns,
+        t_end_ns,
+        base: None,
+        target: None,
+        detail: None,
+        result: None,
+        lookups: None,
+        depth,
+    }
+}
+
+/// A start of one library, written out of time order: loading libx.so
+/// (search, a failed and a good open, map), relocating it, its two
+/// initializers (the second never returned), then the jump to the entry.
+fn loader_spans() -> Vec<LoaderSpan> {
+    let libx = |mut s: LoaderSpan| {
+        s.object = Some("/usr/lib/libx.so".into());
+        s.file_id = Some(Batch::batch_file_id(0));
+        s.base = Some(0x7f12_3456_0000);
+        s
+    };
+    let mut load = span(LoaderPhase::Load, 100, Some(900), 1);
+    load.object = Some("libx.so".into());
+    load.detail = Some("libx.so".into());
+    // Same t_begin_ns as the load it belongs to: written after it, kept after it.
+    let search = span(LoaderPhase::Search, 100, Some(400), 2);
+    let mut failed_open = span(LoaderPhase::Open, 150, Some(160), 3);
+    failed_open.detail = Some("/opt/app/lib/libx.so".into());
+    failed_open.result = Some(-2);
+    let mut open = span(LoaderPhase::Open, 300, Some(350), 3);
+    open.detail = Some("/usr/lib/libx.so".into());
+    open.result = Some(3);
+    let mut relocate = libx(span(LoaderPhase::Relocate, 1_000, Some(1_800), 1));
+    relocate.lookups = Some(42);
+    let mut first_init = libx(span(LoaderPhase::Initializer, 2_100, Some(2_200), 2));
+    first_init.target = Some(0x7f12_3456_1130);
+    first_init.detail = Some("DT_INIT".into());
+    let mut hung_init = libx(span(LoaderPhase::Initializer, 2_300, None, 2));
+    hung_init.target = Some(0x7f12_3456_1200);
+    hung_init.detail = Some("DT_INIT_ARRAY[0]".into());
+    let mut main_program = span(LoaderPhase::Start, 0, Some(3_000), 0);
+    main_program.object = Some(String::new());
+    let mut entry = span(LoaderPhase::Entry, 3_000, Some(3_000), 0);
+    entry.object = Some(String::new());
+    entry.target = Some(0x5555_5555_5040);
+    vec![
+        relocate,
+        libx(span(LoaderPhase::Map, 400, Some(900), 2)),
+        load,
+        search,
+        failed_open,
+        open,
+        hung_init,
+        libx(span(LoaderPhase::Init, 2_000, None, 1)),
+        first_init,
+        main_program,
+        entry,
+    ]
+}
+
+/// `loader_spans.seq` and `t_begin_ns` of a run as stored.
+fn stored_seqs(path: &Path, run: RunId) -> Vec<(i64, i64)> {
+    let conn = Connection::open(path).unwrap();
+    let mut select = conn
+        .prepare("SELECT seq, t_begin_ns FROM loader_spans WHERE run_id = ?1 ORDER BY seq")
+        .unwrap();
+    select
+        .query_map([run], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+#[test]
+fn loader_spans_round_trip_in_time_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let untraced = p.begin_run(&start()).unwrap();
+    let mut with_spans = batch();
+    with_spans.loader_spans = loader_spans();
+    let ids = p.write(run, &with_spans).unwrap();
+    let note = "ld.so probes from /usr/lib/debug/.build-id/7e/0123.debug";
+    p.set_run_loader(run, note).unwrap();
+    let err = p
+        .set_run_loader(untraced + 1, note)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&format!("no run {}", untraced + 1)), "{err}");
+    drop(p);
+
+    let p = Profile::open(&path).unwrap();
+    assert_eq!(p.run(Some(run)).unwrap().loader.as_deref(), Some(note));
+    assert_eq!(p.run(Some(untraced)).unwrap().loader, None);
+    assert!(p.loader_spans(untraced).unwrap().is_empty());
+
+    // The oracle: the written spans, stably sorted by hand on t_begin_ns,
+    // with the batch's file named by its row id.
+    let mut expected = loader_spans();
+    for s in &mut expected {
+        if s.file_id.is_some() {
+            s.file_id = Some(ids[0]);
+        }
+    }
+    let by_begin = |s: &LoaderSpan| s.t_begin_ns;
+    let mut order: Vec<usize> = (0..expected.len()).collect();
+    order.sort_by(|&a, &b| {
+        by_begin(&expected[a])
+            .cmp(&by_begin(&expected[b]))
+            .then(a.cmp(&b))
+    });
+    let expected: Vec<LoaderSpan> = order.iter().map(|&i| expected[i].clone()).collect();
+    let read = p.loader_spans(run).unwrap();
+    assert_eq!(read, expected);
+    assert_eq!(
+        read.iter()
+            .map(|s| (s.phase.as_str(), s.t_begin_ns))
+            .take(4)
+            .collect::<Vec<_>>(),
+        [("start", 0), ("load", 100), ("search", 100), ("open", 150)],
+        "ties keep the order they were written in"
+    );
+    assert_eq!(read[7].t_end_ns, None, "an init that never returned");
+    assert_eq!(
+        stored_seqs(&path, run),
+        read.iter()
+            .enumerate()
+            .map(|(seq, s)| (seq as i64, s.t_begin_ns))
+            .collect::<Vec<_>>(),
+        "seq is 0, 1, ... in time order"
+    );
+}
+
+#[test]
+fn a_second_batch_of_loader_spans_is_numbered_after_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let other = p.begin_run(&start()).unwrap();
+    let first = Batch {
+        loader_spans: vec![
+            span(LoaderPhase::Relocate, 500, Some(600), 0),
+            span(LoaderPhase::Load, 100, Some(200), 0),
+        ],
+        ..Default::default()
+    };
+    p.write(run, &first).unwrap();
+    // Another run's spans do not move this run's numbering.
+    p.write(other, &first).unwrap();
+    let mut dlopen = span(LoaderPhase::Dlopen, 300, Some(450), 0);
+    dlopen.detail = Some("libplugin.so".into());
+    dlopen.result = Some(1);
+    let second = Batch {
+        loader_spans: vec![span(LoaderPhase::Entry, 900, Some(900), 0), dlopen],
+        ..Default::default()
+    };
+    p.write(run, &second).unwrap();
+    assert_eq!(
+        stored_seqs(&path, run),
+        vec![(0, 100), (1, 500), (2, 300), (3, 900)],
+        "appended after seq 1, in time order within the batch"
+    );
+    assert_eq!(stored_seqs(&path, other), vec![(0, 100), (1, 500)]);
+    let begins: Vec<i64> = p
+        .loader_spans(run)
+        .unwrap()
+        .iter()
+        .map(|s| s.t_begin_ns)
+        .collect();
+    assert_eq!(begins, vec![100, 300, 500, 900], "read back in time order");
+}
+
+#[test]
+fn loader_span_writes_refuse_what_could_not_be_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let run = p.begin_run(&start()).unwrap();
+    let other = p.begin_run(&start()).unwrap();
+    let other_ids = p.write(other, &batch()).unwrap();
+
+    let refused = |p: &mut Profile, bad: LoaderSpan| {
+        let mut b = batch();
+        b.loader_spans = vec![span(LoaderPhase::Start, 0, Some(10), 0), bad];
+        p.write(run, &b).unwrap_err().to_string()
+    };
+    let err = refused(&mut p, span(LoaderPhase::Map, 50, Some(40), 1));
+    assert!(
+        err.contains("run 1: loader span map at t_begin_ns 50 of task 100: t_end_ns 40 is before t_begin_ns 50"),
+        "{err}"
+    );
+    let mut high = span(LoaderPhase::Entry, 50, Some(50), 0);
+    high.target = Some(1 << 63);
+    let err = refused(&mut p, high);
+    assert!(
+        err.contains("target 0x8000000000000000 does not fit 63 bits"),
+        "{err}"
+    );
+    let mut stranger = span(LoaderPhase::Map, 50, Some(60), 0);
+    stranger.pid = -7;
+    let err = refused(&mut p, stranger);
+    assert!(err.contains("pid -7 is not a task id"), "{err}");
+    let mut elsewhere = span(LoaderPhase::Map, 50, Some(60), 0);
+    elsewhere.file_id = Some(other_ids[0]);
+    let err = refused(&mut p, elsewhere);
+    assert!(err.contains("not a file of this run"), "{err}");
+    let mut unknown = span(LoaderPhase::Map, 50, Some(60), 0);
+    unknown.file_id = Some(Batch::batch_file_id(2));
+    let err = refused(&mut p, unknown);
+    assert!(err.contains("file id -3"), "{err}");
+
+    // Each refusal left nothing of its batch behind.
+    assert!(p.loader_spans(run).unwrap().is_empty());
+    assert!(p.page_events(run).unwrap().is_empty());
+    assert!(p.files(run).unwrap().is_empty());
+    // The largest value that fits is kept exactly.
+    let mut top = span(LoaderPhase::Entry, 50, Some(50), 0);
+    top.target = Some(i64::MAX as u64);
+    top.lookups = Some(i64::MAX as u64);
+    top.result = Some(i64::MIN);
+    top.depth = u32::MAX;
+    p.write(
+        run,
+        &Batch {
+            loader_spans: vec![top.clone()],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(p.loader_spans(run).unwrap(), vec![top]);
+}
+
+#[test]
+fn a_schema_3_profile_gains_loader_spans_and_the_runs_loader_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v3.db");
+    let run = one_complete_run(&path);
+    let functions = [function(100, 1, Batch::batch_file_id(0), Some("main"))];
+    {
+        let mut p = Profile::create_or_open(&path).unwrap();
+        p.write_functions(run, &batch().files[..1], &functions)
+            .unwrap();
+    }
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "BEGIN; {BEFORE_LOADER_SPANS} PRAGMA user_version = 3; COMMIT;"
+        ))
+        .unwrap();
+
+    let p = Profile::open(&path).unwrap();
+    let r = p.run(Some(run)).unwrap();
+    assert!(r.complete, "the run's row is kept");
+    assert_eq!(r.loader, None, "a v3 run did not trace the loader");
+    assert_eq!(r.lost_events, 7);
+    assert_eq!(p.page_events(run).unwrap().len(), 2, "page events kept");
+    assert_eq!(p.functions(run).unwrap().len(), 1, "functions kept");
+    assert!(p.loader_spans(run).unwrap().is_empty());
+    drop(p);
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+
+    // The upgraded tables are the ones a new profile gets.
+    let fresh = dir.path().join("fresh.db");
+    drop(Profile::create_or_open(&fresh).unwrap());
+    for pragma in [
+        "table_xinfo(runs)",
+        "table_xinfo(loader_spans)",
+        "foreign_key_list(loader_spans)",
+        "index_list(loader_spans)",
+    ] {
+        assert_eq!(shape(&path, pragma), shape(&fresh, pragma), "{pragma}");
+    }
+    assert_eq!(shape(&path, "table_xinfo(loader_spans)").len(), 14);
+
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let ids: Vec<FileId> = p.files(run).unwrap().iter().map(|f| f.id).collect();
+    let mut relocate = span(LoaderPhase::Relocate, 10, Some(20), 0);
+    relocate.file_id = Some(ids[0]);
+    p.write(
+        run,
+        &Batch {
+            loader_spans: vec![relocate.clone()],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    p.set_run_loader(run, "no debug file for ld.so").unwrap();
+    assert_eq!(p.loader_spans(run).unwrap(), vec![relocate]);
+    assert_eq!(
+        p.run(Some(run)).unwrap().loader.as_deref(),
+        Some("no debug file for ld.so")
+    );
+    // Deleting the run deletes its spans too.
+    drop(p);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = ON; DELETE FROM runs;")
+        .unwrap();
+    let left: i64 = conn
+        .query_row("SELECT count(*) FROM loader_spans", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+/// The rows of `PRAGMA pragma` as text, to compare two profiles' tables.
+fn shape(path: &Path, pragma: &str) -> Vec<String> {
+    let conn = Connection::open(path).unwrap();
+    let mut select = conn.prepare(&format!("PRAGMA {pragma}")).unwrap();
+    let columns = select.column_count();
+    select
+        .query_map([], |row| {
+            (0..columns)
+                .map(|i| {
+                    row.get::<_, rusqlite::types::Value>(i)
+                        .map(|v| format!("{v:?}"))
+                })
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map(|values| values.join(" "))
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
 }

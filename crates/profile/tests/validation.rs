@@ -25,7 +25,8 @@ fn start() -> RunStart {
 
 /// One file (row id 1), one process (pid 100), two page events (seq 0:
 /// page 7 x1; seq 1: page 3 x4), one readahead row, one function, one
-/// lost-events row.
+/// lost-events row, two loader spans (seq 0: an open from 3 to 4; seq 1:
+/// relocating file 1 from 5 to 8).
 fn write_profile(path: &Path) -> RunId {
     let mut p = Profile::create_or_open(path).unwrap();
     let run = p.begin_run(&start()).unwrap();
@@ -77,6 +78,36 @@ fn write_profile(path: &Path) -> RunId {
                 }],
                 marks: vec![],
                 lost: vec![LostEvents { cpu: 0, events: 3 }],
+                loader_spans: vec![
+                    LoaderSpan {
+                        pid: 100,
+                        phase: LoaderPhase::Relocate,
+                        object: Some("/usr/lib/libx.so".into()),
+                        file_id: Some(Batch::batch_file_id(0)),
+                        t_begin_ns: 5,
+                        t_end_ns: Some(8),
+                        base: Some(0x7f00_0000_0000),
+                        target: None,
+                        detail: None,
+                        result: None,
+                        lookups: Some(12),
+                        depth: 1,
+                    },
+                    LoaderSpan {
+                        pid: 100,
+                        phase: LoaderPhase::Open,
+                        object: None,
+                        file_id: None,
+                        t_begin_ns: 3,
+                        t_end_ns: Some(4),
+                        base: None,
+                        target: None,
+                        detail: Some("/usr/lib/libx.so".into()),
+                        result: Some(3),
+                        lookups: None,
+                        depth: 2,
+                    },
+                ],
             },
         )
         .unwrap();
@@ -305,4 +336,99 @@ fn files_processes_and_other_rows_are_refused_by_row() {
         |p, run| p.functions(run).map(drop),
         "functions row pid 100 first_seq 1: file_id 5 is not a file of this run",
     );
+}
+
+#[test]
+fn loader_spans_with_impossible_values_are_refused_by_row() {
+    let spans = |p: &Profile, run: RunId| p.loader_spans(run).map(drop);
+    assert_refused(
+        "UPDATE loader_spans SET phase = 'unload' WHERE seq = 1",
+        spans,
+        "loader_spans row seq 1: unknown loader phase \"unload\"",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET pid = -1 WHERE seq = 0",
+        spans,
+        "loader_spans row seq 0: pid -1 is not a task id (0 to 4194304)",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET t_end_ns = 4 WHERE seq = 1",
+        spans,
+        "loader_spans row seq 1: t_end_ns 4 is before t_begin_ns 5",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET base = -4096 WHERE seq = 1",
+        spans,
+        "loader_spans row seq 1: base -4096 is negative",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET target = -9223372036854775808 WHERE seq = 0",
+        spans,
+        "loader_spans row seq 0: target -9223372036854775808 is negative",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET lookups = -1 WHERE seq = 1",
+        spans,
+        "loader_spans row seq 1: lookups -1 is negative",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET depth = -1 WHERE seq = 0",
+        spans,
+        "loader_spans row seq 0: depth -1 is not between 0 and 4294967295",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET file_id = 77 WHERE seq = 1",
+        spans,
+        "loader_spans row seq 1: file_id 77 is not a file of this run",
+    );
+    // INTEGER affinity keeps what cannot be an integer as REAL or TEXT.
+    assert_refused(
+        "UPDATE loader_spans SET result = 2.5 WHERE seq = 0",
+        spans,
+        "loader_spans row seq 0: result 2.5 is not a 64-bit integer",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET result = 1e19 WHERE seq = 0",
+        spans,
+        "loader_spans row seq 0: result 10000000000000000000 is not a 64-bit integer",
+    );
+    assert_refused(
+        "UPDATE loader_spans SET result = 'EBADF' WHERE seq = 0",
+        spans,
+        "loader_spans row seq 0: result \"EBADF\" is not a 64-bit integer",
+    );
+}
+
+#[test]
+fn loader_spans_that_pass_their_checks_read_back_as_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let run = write_profile(&path);
+    // The edges the checks allow: an instant, an unfinished span, the
+    // idle task, the largest address and depth, a NULL file.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "UPDATE loader_spans SET t_end_ns = t_begin_ns, pid = 0, file_id = NULL,
+                 target = 9223372036854775807, depth = 4294967295 WHERE seq = 0;
+             UPDATE loader_spans SET t_end_ns = NULL, result = '-2' WHERE seq = 1;",
+        )
+        .unwrap();
+    let spans = Profile::open(&path).unwrap().loader_spans(run).unwrap();
+    assert_eq!(spans.len(), 2);
+    assert_eq!(
+        (spans[0].t_end_ns, spans[0].pid, spans[0].file_id),
+        (Some(3), 0, None)
+    );
+    assert_eq!(
+        (spans[0].target, spans[0].depth),
+        (Some(i64::MAX as u64), u32::MAX)
+    );
+    assert_eq!(spans[1].t_end_ns, None);
+    assert_eq!(
+        spans[1].result,
+        Some(-2),
+        "text that is an integer is stored as one"
+    );
+    assert_eq!(spans[1].file_id, Some(1));
 }

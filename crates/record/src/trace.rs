@@ -945,6 +945,7 @@ impl RunAssembly<'_> {
                 readahead: self.readahead,
                 marks: Vec::new(),
                 lost: Vec::new(),
+                loader_spans: Vec::new(),
             },
             pages_read: self.pages_read,
             pages_read_by_tree: self.pages_read_by_tree,
