@@ -306,7 +306,8 @@ Examples:
   sudo coldstart trace -- /usr/bin/python3 -c 'import json'
   sudo coldstart trace -o ff.db --ready-regex . -- firefox-esr --headless --screenshot /tmp/x.png about:blank
   sudo coldstart trace --cache selective -o ff.db -- firefox-esr ...   (evicts the files of the previous run)
-  sudo coldstart trace --cache warm --json -o app.db -- ./app";
+  sudo coldstart trace --cache warm --json -o app.db -- ./app
+  sudo coldstart trace --loader -o lo.db --ready-file /tmp/x.pdf -- soffice --headless --convert-to pdf --outdir /tmp x.odt";
 
 #[derive(Debug, Args)]
 #[command(mut_arg("command", |a| a.help("The program and its arguments")))]
@@ -352,6 +353,17 @@ pub struct TraceArgs {
     /// touched: the exact input for a prefetch plan (affects all processes meanwhile)
     #[arg(long, value_name = "KB")]
     pub read_ahead_kb: Option<u64>,
+
+    /// Also trace the dynamic loader's phases per object (search and each open tried,
+    /// map, relocate, each initializer, dlopen, the jump to the program's entry) with
+    /// uprobes on ld.so; needs its debug symbols (Debian: libc6-dbg)
+    #[arg(long)]
+    pub loader: bool,
+
+    /// With --loader: also count symbol lookups per relocated object (one trap per
+    /// lookup, lazy binding after startup included)
+    #[arg(long, requires = "loader")]
+    pub loader_lookups: bool,
 
     #[command(flatten)]
     pub run_as: RunAs,

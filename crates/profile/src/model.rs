@@ -327,8 +327,9 @@ pub struct FunctionEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoaderPhase {
-    /// From exec until ld.so starts loading the program's initial set of
-    /// objects: rtld's own start.
+    /// From exec until ld.so has loaded and relocated the initial set of
+    /// objects and is about to run their initializers (`_dl_start_user`):
+    /// that set's loads and relocations lie inside it.
     Start,
     /// `_dl_map_object`: finding and mapping one object.
     Load,

@@ -365,6 +365,7 @@ fn assemble_rows(decoded: &[TraceEvent], opens: &HashMap<(u64, u64), SeenFile>) 
         &no_maps,
         &Mappings::default(),
         4096,
+        None,
     )
 }
 

@@ -7,6 +7,7 @@
 
 pub mod function_records;
 pub mod functions;
+pub mod loader;
 pub mod paths;
 pub mod trace;
 pub mod tracefs;

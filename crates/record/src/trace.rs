@@ -6,6 +6,9 @@
 //! Raw trace buffers are only kept in memory while the program runs and
 //! decoded after tracing stopped, so decoding costs the program nothing.
 
+use crate::loader::probes::{LoaderProbes, NoProbes};
+use crate::loader::spans::SpanAssembly;
+use crate::loader::{self};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
 use crate::tracefs::events::{
@@ -14,9 +17,10 @@ use crate::tracefs::events::{
 use crate::tracefs::format::HeaderPage;
 use crate::tracefs::instance::{self, Instance, TraceError};
 use crate::tracefs::ringbuf;
+use crate::tracefs::uprobes::{self, Uprobes};
 use coldstart_profile::{
-    Batch, CacheMode, EndReason, LostEvents, Mark, NewFile, PageEvent, PageEventKind, Process,
-    Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
+    Batch, CacheMode, EndReason, LoaderSpan, LostEvents, Mark, NewFile, PageEvent, PageEventKind,
+    Process, Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
 };
 use coldstart_system::build_id::build_id;
 use coldstart_system::cache;
@@ -60,6 +64,10 @@ pub struct TraceOptions {
     /// Set every device's read_ahead_kb to this for the run (restored
     /// after): 0 makes the pages read exactly the pages demanded.
     pub read_ahead_kb: Option<u64>,
+    /// Trace the dynamic loader's phases per object with uprobes on ld.so.
+    pub loader: bool,
+    /// With `loader`: also count symbol lookups (a trap per lookup).
+    pub loader_lookups: bool,
 }
 
 /// The trace buffer per CPU unless the user chooses: a cold start of
@@ -79,6 +87,8 @@ impl TraceOptions {
             grace: coldstart_system::launch::DEFAULT_GRACE,
             user_faults: false,
             read_ahead_kb: None,
+            loader: false,
+            loader_lookups: false,
         }
     }
 }
@@ -148,14 +158,19 @@ pub fn trace(
     let root = instance::tracefs_root()?;
     clean_up_after_killed_runs(&root, &mut stage);
     let page_size = cache::page_size();
+    // Reads ld.so and its debug file, so before the cache is prepared.
+    let loader_probes = plan_loader_probes(options, &mut stage);
     let warmup_ns = prepare_cache(options, interrupted, &mut stage)?;
     if interrupted.load(Ordering::Acquire) {
         return Err(TraceError::Interrupted);
     }
     // Files opened from here on take the device's readahead size.
     let readahead = override_readahead(options, &mut stage)?;
-    let tracer = Tracer::start(&root, options, &mut stage)?;
+    let tracer = Tracer::start(&root, options, loader_probes.as_ref(), &mut stage)?;
     let run = profile.begin_run(&run_start(options, page_size))?;
+    if let Some(sight) = loader_sight(options, &loader_probes) {
+        profile.set_run_loader(run, &sight)?;
+    }
 
     stage(Stage::Tracing);
     let launched = launch_traced(profile, run, &tracer, options)?;
@@ -178,6 +193,11 @@ pub fn trace(
         &mapped,
         &mappings,
         page_size,
+        loader_probes
+            .as_ref()
+            .ok()
+            .and_then(|p| p.as_ref())
+            .map(|p| p.counts_lookups()),
     );
     let end = run_end(ending, exit, t0, root_pid);
     let batch = with_end_marks(assembled.batch, captured.lost, &end);
@@ -202,10 +222,52 @@ pub fn trace(
     Ok(summary)
 }
 
-/// Removes what a coldstart killed mid-run left behind: its trace instances
-/// and its readahead override.
+/// The loader probes when the loader is to be traced: `Ok(None)` when it
+/// is not, `Err` (already reported as a warning) when it cannot be.
+fn plan_loader_probes(
+    options: &TraceOptions,
+    stage: &mut impl FnMut(Stage),
+) -> Result<Option<LoaderProbes>, NoProbes> {
+    if !options.loader {
+        return Ok(None);
+    }
+    match loader::probes_for(&options.launch, options.loader_lookups) {
+        Ok(probes) => {
+            for missing in &probes.missing {
+                stage(Stage::Warning(format!("loader trace: {missing}")));
+            }
+            Ok(Some(probes))
+        }
+        Err(e) => {
+            stage(Stage::Warning(format!(
+                "the loader's phases will not be traced: {e}"
+            )));
+            Err(e)
+        }
+    }
+}
+
+/// What the profile says about the loader trace of the run, if asked for.
+fn loader_sight(
+    options: &TraceOptions,
+    probes: &Result<Option<LoaderProbes>, NoProbes>,
+) -> Option<String> {
+    if !options.loader {
+        return None;
+    }
+    Some(match probes {
+        Ok(Some(probes)) => probes.sight(),
+        Ok(None) => return None,
+        Err(e) => format!("not traced: {e}"),
+    })
+}
+
+/// Removes what a coldstart killed mid-run left behind: its trace
+/// instances, its uprobes and its readahead override.
 fn clean_up_after_killed_runs(root: &Path, stage: &mut impl FnMut(Stage)) {
-    let stale = instance::remove_stale_instances(root);
+    let mut stale = instance::remove_stale_instances(root);
+    // After the instances: a probe still enabled in one cannot be removed.
+    stale.extend(uprobes::remove_stale_uprobes(root));
     if !stale.is_empty() {
         stage(Stage::RemovedStale(stale));
     }
@@ -279,6 +341,8 @@ struct Tracer {
     readers: Readers,
     watcher: Option<OpenWatcher>,
     instance: Instance,
+    /// After the instance: probes enabled in it cannot be removed before.
+    uprobes: Option<Uprobes>,
     decoder: Decoder,
     header: HeaderPage,
 }
@@ -299,6 +363,7 @@ impl Tracer {
     fn start(
         root: &Path,
         options: &TraceOptions,
+        loader_probes: Result<&Option<LoaderProbes>, &NoProbes>,
         stage: &mut impl FnMut(Stage),
     ) -> Result<Tracer, TraceError> {
         let instance = Instance::create(root, "")?;
@@ -307,8 +372,12 @@ impl Tracer {
         instance.set("trace_clock", "mono")?;
         // Full buffers drop new events (counted) instead of overwriting old ones.
         instance.set("options/overwrite", "0")?;
-        let decoder = Decoder::from_events_dir(&instance.events_dir())?;
+        let mut decoder = Decoder::from_events_dir(&instance.events_dir())?;
         enable_events(&instance, &decoder, options.user_faults)?;
+        let uprobes = match loader_probes {
+            Ok(Some(probes)) => Some(enable_loader_probes(root, &instance, &mut decoder, probes)?),
+            _ => None,
+        };
         let header = HeaderPage::read(&instance.events_dir())
             .or_else(|_| HeaderPage::read(&root.join("events")))?;
         let subbuf_size = header.data_offset + header.data_size;
@@ -318,6 +387,7 @@ impl Tracer {
             readers,
             watcher,
             instance,
+            uprobes,
             decoder,
             header,
         })
@@ -330,6 +400,7 @@ impl Tracer {
             readers,
             watcher,
             instance,
+            uprobes,
             decoder,
             header,
         } = self;
@@ -344,6 +415,7 @@ impl Tracer {
             })
             .collect();
         drop(instance);
+        drop(uprobes);
         let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
         Captured {
             buffers,
@@ -376,6 +448,29 @@ fn enable_events(
         instance.enable(event)?;
     }
     Ok(())
+}
+
+/// Defines the loader's uprobes in this process's group, teaches the
+/// decoder their formats and enables them in the instance only.
+fn enable_loader_probes(
+    root: &Path,
+    instance: &Instance,
+    decoder: &mut Decoder,
+    probes: &LoaderProbes,
+) -> Result<Uprobes, TraceError> {
+    let group = uprobes::group_name("");
+    let definitions: Vec<(&'static str, String)> = probes
+        .points
+        .iter()
+        .map(|p| (p.probe.name(), p.definition(&group, &probes.ld_so)))
+        .collect();
+    let defined = Uprobes::define(root, &group, &definitions)?;
+    let kinds: Vec<_> = probes.points.iter().map(|p| p.probe).collect();
+    decoder.add_loader_probes(&instance.events_dir(), &group, &kinds)?;
+    for event in defined.events() {
+        instance.enable(&event)?;
+    }
+    Ok(defined)
 }
 
 /// The open watcher, or `None` with a warning: paths then come from
@@ -680,7 +775,9 @@ pub struct Assembled {
 ///
 /// `t0` is the launch time on the trace clock, `opens` what the open
 /// watcher saw, `mapped` paths found in /proc/PID/maps, `mappings` the
-/// tree's mappings for user faults.
+/// tree's mappings for user faults. `loader` is `Some` when the loader
+/// was probed, saying whether symbol lookups were.
+#[allow(clippy::too_many_arguments)]
 pub fn assemble(
     events: &[TraceEvent],
     t0: i64,
@@ -689,6 +786,7 @@ pub fn assemble(
     mapped: &HashMap<FileIdentity, String>,
     mappings: &Mappings,
     page_size: u64,
+    loader: Option<bool>,
 ) -> Assembled {
     let mut run = RunAssembly {
         t0,
@@ -704,6 +802,7 @@ pub fn assemble(
         file_index: HashMap::new(),
         page_events: Vec::new(),
         readahead: Vec::new(),
+        loader: loader.map(SpanAssembly::new),
         pages_read: 0,
         pages_read_by_tree: 0,
     };
@@ -732,6 +831,8 @@ struct RunAssembly<'a> {
     file_index: HashMap<FileKey, usize>,
     page_events: Vec<PageEvent>,
     readahead: Vec<Readahead>,
+    /// The loader's spans, when its probes were on.
+    loader: Option<SpanAssembly>,
     pages_read: u64,
     pages_read_by_tree: u64,
 }
@@ -800,7 +901,20 @@ impl RunAssembly<'_> {
                 pid,
                 old_pid,
                 filename,
-            } => self.add_exec(t_ns, *pid, *old_pid, filename),
+            } => {
+                self.add_exec(t_ns, *pid, *old_pid, filename);
+                if let Some(loader) = &mut self.loader {
+                    loader.exec(*pid, t_ns);
+                }
+            }
+            EventKind::Loader(hit) => {
+                // The probes fire in every process on the machine.
+                if self.in_tree.contains(&tid)
+                    && let Some(loader) = &mut self.loader
+                {
+                    loader.add(tid, t_ns, hit);
+                }
+            }
             EventKind::UserFault { address } => self.add_user_fault(t_ns, tid, *address),
             EventKind::Exit { pid, comm, .. } => {
                 let p = self.process(*pid);
@@ -911,6 +1025,10 @@ impl RunAssembly<'_> {
         for pid in sources {
             self.process(pid);
         }
+        let loader_spans = match self.loader.take() {
+            Some(loader) => self.loader_files(loader.finish()),
+            None => Vec::new(),
+        };
         let tree_tgids: HashSet<i32> = self
             .in_tree
             .iter()
@@ -945,11 +1063,46 @@ impl RunAssembly<'_> {
                 readahead: self.readahead,
                 marks: Vec::new(),
                 lost: Vec::new(),
-                loader_spans: Vec::new(),
+                loader_spans,
             },
             pages_read: self.pages_read,
             pages_read_by_tree: self.pages_read_by_tree,
         }
+    }
+}
+
+impl RunAssembly<'_> {
+    /// Names each span's file: the object's path as the loader gave it,
+    /// or for the main program (which the loader calls "") the file its
+    /// process exec'd. Files not yet in the run are added.
+    fn loader_files(&mut self, mut spans: Vec<LoaderSpan>) -> Vec<LoaderSpan> {
+        let mut by_path: HashMap<String, Option<i64>> = HashMap::new();
+        for span in &mut spans {
+            let path = match span.object.as_deref() {
+                Some("") => {
+                    let tgid = self.tgid_of.get(&span.pid).copied().unwrap_or(span.pid);
+                    self.processes.get(&tgid).and_then(|p| p.exe.clone())
+                }
+                Some(path) => Some(path.to_string()),
+                None => None,
+            };
+            let Some(path) = path else { continue };
+            let id = match by_path.get(&path) {
+                Some(id) => *id,
+                None => {
+                    let id = paths::identity_of(Path::new(&path)).map(|(dev, ino)| {
+                        self.file_id(FileKey {
+                            dev: user_dev_to_kernel(dev),
+                            ino,
+                        })
+                    });
+                    by_path.insert(path, id);
+                    id
+                }
+            };
+            span.file_id = id;
+        }
+        spans
     }
 }
 

@@ -68,6 +68,8 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         grace: coldstart_system::launch::DEFAULT_GRACE,
         user_faults: args.user_faults,
         read_ahead_kb: args.read_ahead_kb,
+        loader: args.loader,
+        loader_lookups: args.loader_lookups,
     };
     let functions_dir = if args.functions {
         Some(records_dir_for(&mut options.launch)?)
@@ -81,7 +83,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         &interrupted,
         |stage| match stage {
             Stage::RemovedStale(names) => spinner.println(format!(
-                "coldstart: removed trace instances left by an earlier coldstart: {}",
+                "coldstart: removed trace instances and uprobes left by an earlier coldstart: {}",
                 names.join(", ")
             )),
             Stage::DroppingCaches => spinner.set_message("dropping the page cache"),

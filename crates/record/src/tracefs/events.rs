@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{EventFormat, Field, FormatError};
+use crate::loader::probes::Probe;
 
 /// A decoded tracepoint hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +105,21 @@ pub enum EventKind {
     },
     /// A page fault in user space at `address` of the faulting task.
     UserFault { address: u64 },
+    /// A uprobe on the dynamic loader fired, with what it fetched.
+    Loader(LoaderHit),
+}
+
+/// What one loader probe read: which arguments are present depends on the
+/// probe (see [`crate::loader::probes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoaderHit {
+    pub probe: Probe,
+    /// A path or name; None when the probe fetches none or the loader's
+    /// memory could not be read.
+    pub path: Option<String>,
+    pub base: Option<u64>,
+    pub target: Option<u64>,
+    pub value: Option<i64>,
 }
 
 /// Why a record was not turned into an event.
@@ -293,6 +309,16 @@ enum Shape {
     UserFault {
         address: Slot,
     },
+    Loader(Box<LoaderSlots>),
+}
+
+#[derive(Debug, Clone)]
+struct LoaderSlots {
+    probe: Probe,
+    path: Option<Slot>,
+    base: Option<Slot>,
+    target: Option<Slot>,
+    value: Option<Slot>,
 }
 
 #[derive(Debug, Clone)]
@@ -448,6 +474,62 @@ impl Decoder {
         })
     }
 
+    /// Adds the loader's uprobes of `group`, whose formats are under
+    /// `events_dir/<group>/<probe name>/format`.
+    pub fn add_loader_probes(
+        &mut self,
+        events_dir: &Path,
+        group: &str,
+        probes: &[Probe],
+    ) -> Result<(), DecoderError> {
+        for &probe in probes {
+            let format = EventFormat::read(&events_dir.join(group).join(probe.name()))?;
+            let fields = Fields {
+                event: probe.name(),
+                format: &format,
+            };
+            if fields.scalar("common_type")?.field != self.common_type {
+                return Err(fields.shape("common_type", "where other events have it"));
+            }
+            let shape = Shape::Loader(Box::new(LoaderSlots {
+                probe,
+                path: fields.optional_string("path")?,
+                base: fields.optional_scalar("base")?,
+                target: fields.optional_scalar("target")?,
+                value: fields.optional_scalar("value")?,
+            }));
+            let layout = Layout {
+                event: probe.name(),
+                common_pid: fields.scalar("common_pid")?,
+                shape,
+            };
+            self.insert(format.id, layout)?;
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, id: u16, layout: Layout) -> Result<(), DecoderError> {
+        let index = usize::from(id);
+        if self.by_id.len() <= index {
+            self.by_id.resize(index + 1, NO_LAYOUT);
+        }
+        if let Some(other) = self.layouts.get(usize::from(self.by_id[index])) {
+            return Err(DecoderError::DuplicateId {
+                event: layout.event,
+                other: other.event,
+                id,
+            });
+        }
+        if self.layouts.len() >= usize::from(NO_LAYOUT) {
+            return Err(DecoderError::MissingEvent {
+                event: layout.event,
+            });
+        }
+        self.by_id[index] = self.layouts.len() as u8;
+        self.layouts.push(layout);
+        Ok(())
+    }
+
     /// The "system/event" tracepoints this decoder understands, which are
     /// the ones to enable.
     pub fn enabled_events(&self) -> Vec<&'static str> {
@@ -593,6 +675,17 @@ fn decode_shape(shape: &Shape, p: &[u8]) -> Result<EventKind, &'static str> {
         Shape::UserFault { address } => EventKind::UserFault {
             address: address.u64(p)?,
         },
+        Shape::Loader(slots) => EventKind::Loader(LoaderHit {
+            probe: slots.probe,
+            // A string the kernel could not fetch reads "(fault)".
+            path: match &slots.path {
+                Some(slot) => Some(slot.text(p)?).filter(|t| t != "(fault)"),
+                None => None,
+            },
+            base: slots.base.as_ref().map(|s| s.u64(p)).transpose()?,
+            target: slots.target.as_ref().map(|s| s.u64(p)).transpose()?,
+            value: slots.value.as_ref().map(|s| s.i64(p)).transpose()?,
+        }),
     })
 }
 
@@ -636,6 +729,13 @@ impl Fields<'_> {
                 event: self.event,
                 field: name,
             })
+    }
+
+    fn optional_string(&self, name: &'static str) -> Result<Option<Slot>, DecoderError> {
+        match self.format.field(name) {
+            Some(_) => self.string(name).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn string(&self, name: &'static str) -> Result<Slot, DecoderError> {

@@ -50,6 +50,12 @@ pub enum TraceError {
     Thread(io::Error),
     #[error("interrupted before the program started")]
     Interrupted,
+    #[error("the kernel refused the uprobe `{definition}`: {source}{}", if .detail.is_empty() { String::new() } else { format!(" ({})", .detail) })]
+    Uprobe {
+        definition: String,
+        source: io::Error,
+        detail: String,
+    },
 }
 
 fn io_error(path: &Path, what: &'static str, source: io::Error) -> TraceError {

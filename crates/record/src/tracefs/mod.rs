@@ -4,3 +4,4 @@ pub mod events;
 pub mod format;
 pub mod instance;
 pub mod ringbuf;
+pub mod uprobes;
