@@ -163,6 +163,23 @@ pub struct Timeline {
     pub ended_ns: Option<i64>,
     pub files: Vec<FileTimeline>,
     pub processes: Vec<ProcessInfo>,
+    /// The dynamic loader's phases of the tree's tasks (runs traced with
+    /// `--loader`), outermost first: what the chart draws as bands under
+    /// the page plot.
+    pub loader: Vec<LoaderBand>,
+}
+
+/// One loader span as the chart draws it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoaderBand {
+    pub phase: coldstart_profile::LoaderPhase,
+    pub pid: i32,
+    /// The object's path as the loader named it ("" is the main program).
+    pub object: Option<String>,
+    pub t_begin_ns: i64,
+    /// The end of the run when the span never ended.
+    pub t_end_ns: i64,
+    pub depth: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]

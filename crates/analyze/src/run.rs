@@ -114,6 +114,7 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
         ended_ns: run.ended_ns,
         files: timelines,
         processes: process_infos,
+        loader: Vec::new(),
     };
     (report, timeline)
 }

@@ -939,6 +939,7 @@ mod tests {
                 process(100, Some(100), "app", true),
                 process(150, Some(150), prefetcher_comm, true),
             ],
+            loader: Vec::new(),
         }
     }
 

@@ -67,6 +67,7 @@ fn timeline(files: Vec<FileTimeline>, ready_ns: Option<i64>, ended_ns: Option<i6
         ended_ns,
         files,
         processes: vec![process(100, 100, "app"), process(101, 100, "worker")],
+        loader: Vec::new(),
     }
 }
 
