@@ -39,7 +39,11 @@ pub enum Probe {
     MapFile,
     /// The loader's own `open` (`__open64_nocancel`): one search attempt.
     Open,
-    OpenReturn,
+    /// Just after one of its `syscall` instructions: the kernel's result,
+    /// an fd or -errno (the function itself returns -1 and sets errno).
+    OpenResult {
+        site: u8,
+    },
     /// `_dl_relocate_object` entry and return.
     Relocate,
     RelocateReturn,
@@ -63,6 +67,11 @@ pub enum Probe {
 const INIT_CALL_NAMES: [&str; MAX_INIT_SITES] =
     ["init_call_0", "init_call_1", "init_call_2", "init_call_3"];
 
+/// Most `syscall` instructions in the loader's open that get a probe
+/// (glibc 2.36 has two).
+const MAX_OPEN_SITES: usize = 2;
+const OPEN_RESULT_NAMES: [&str; MAX_OPEN_SITES] = ["open_result_0", "open_result_1"];
+
 impl Probe {
     /// The uprobe event name.
     pub fn name(self) -> &'static str {
@@ -73,7 +82,7 @@ impl Probe {
             Probe::LoadReturn => "load_ret",
             Probe::MapFile => "map_file",
             Probe::Open => "open",
-            Probe::OpenReturn => "open_ret",
+            Probe::OpenResult { site } => OPEN_RESULT_NAMES[usize::from(site) % MAX_OPEN_SITES],
             Probe::Relocate => "relocate",
             Probe::RelocateReturn => "relocate_ret",
             Probe::Lookup => "lookup",
@@ -88,12 +97,15 @@ impl Probe {
     fn is_return(self) -> bool {
         matches!(
             self,
-            Probe::LoadReturn
-                | Probe::OpenReturn
-                | Probe::RelocateReturn
-                | Probe::InitReturn
-                | Probe::DlopenReturn
+            Probe::LoadReturn | Probe::RelocateReturn | Probe::InitReturn | Probe::DlopenReturn
         )
+    }
+
+    /// Whether the hit enters a frame, so its stack pointer tells which
+    /// open spans are gone. A point inside a function (the open's result)
+    /// may share its entry's stack pointer.
+    fn enters_frame(self) -> bool {
+        !self.is_return() && !matches!(self, Probe::OpenResult { .. })
     }
 }
 
@@ -109,6 +121,8 @@ pub struct ProbePoint {
 
 impl ProbePoint {
     /// The line for `uprobe_events` defining this probe in `group`.
+    /// Entry probes also fetch the stack pointer, which tells a frame
+    /// that ld.so left by longjmp (an error) from one still running.
     pub fn definition(&self, group: &str, ld_so: &Path) -> String {
         let kind = if self.probe.is_return() { 'r' } else { 'p' };
         let mut line = format!(
@@ -120,6 +134,9 @@ impl ProbePoint {
         if !self.fetch.is_empty() {
             line.push(' ');
             line.push_str(&self.fetch);
+        }
+        if self.probe.enters_frame() {
+            line.push_str(" sp=%sp:x64");
         }
         line
     }
@@ -452,10 +469,7 @@ impl Planner<'_> {
             ),
             (
                 "__open64_nocancel",
-                &[
-                    (Probe::Open, "path=+0(%di):string"),
-                    (Probe::OpenReturn, "value=%ax:s32"),
-                ],
+                &[(Probe::Open, "path=+0(%di):string")],
                 "search attempts are not traced",
             ),
             (
@@ -485,6 +499,36 @@ impl Planner<'_> {
             }
         }
         self.entry_jump();
+        self.open_results();
+    }
+
+    /// Probes just after the loader's open's system calls, where %rax
+    /// holds the kernel's answer.
+    fn open_results(&mut self) {
+        let Some((address, size)) = self.symbols.get("__open64_nocancel") else {
+            return;
+        };
+        let code = self.text.bytes(address, size).unwrap_or_default();
+        let mut decoder = Decoder::with_ip(64, code, address, DecoderOptions::NONE);
+        let mut site = 0u8;
+        for instruction in &mut decoder {
+            if instruction.code() != Code::Syscall || usize::from(site) == MAX_OPEN_SITES {
+                continue;
+            }
+            let probe = Probe::OpenResult { site };
+            if self
+                .add(probe, instruction.next_ip(), "value=%ax:s64")
+                .is_ok()
+            {
+                site += 1;
+            }
+        }
+        if site == 0 {
+            self.missing.push(
+                "no system call found in the loader's open: open results are not traced"
+                    .to_string(),
+            );
+        }
     }
 
     /// Probes on call_init's indirect calls: each hit starts one
@@ -706,6 +750,15 @@ mod tests {
         assert_eq!(
             point.definition("coldstart_12", Path::new("/lib/ld.so")),
             "r:coldstart_12/load_ret /lib/ld.so:0x7eb0 base=+0(%ax):x64"
+        );
+        let point = ProbePoint {
+            probe: Probe::Load,
+            offset: 0x7eb0,
+            fetch: "path=+0(%si):string".to_string(),
+        };
+        assert_eq!(
+            point.definition("g", Path::new("/lib/ld.so")),
+            "p:g/load /lib/ld.so:0x7eb0 path=+0(%si):string sp=%sp:x64"
         );
     }
 }

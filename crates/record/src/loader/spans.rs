@@ -9,10 +9,12 @@ use crate::tracefs::events::LoaderHit;
 use coldstart_profile::{LoaderPhase, LoaderSpan};
 use std::collections::HashMap;
 
-/// A task's open spans, outermost first, as indexes into `spans`.
+/// A task's open spans, outermost first, as indexes into `spans`, with
+/// the stack pointer at their entry when the probe fetched it.
 #[derive(Default)]
 struct Task {
     open: Vec<usize>,
+    open_sp: Vec<Option<u64>>,
     /// When the task's process exec'd: rtld's own start begins there.
     exec_ns: Option<i64>,
     /// DT_INIT_ARRAY entries called so far by the innermost `init`.
@@ -25,6 +27,8 @@ pub struct SpanAssembly {
     spans: Vec<LoaderSpan>,
     tasks: HashMap<i32, Task>,
     count_lookups: bool,
+    /// The stack pointer of the hit being added, for the span it opens.
+    pending_sp: Option<u64>,
 }
 
 impl SpanAssembly {
@@ -41,10 +45,15 @@ impl SpanAssembly {
     pub fn exec(&mut self, tid: i32, t_ns: i64) {
         let task = self.tasks.entry(tid).or_default();
         task.open.clear();
+        task.open_sp.clear();
         task.exec_ns = Some(t_ns);
     }
 
     pub fn add(&mut self, tid: i32, t_ns: i64, hit: &LoaderHit) {
+        if let Some(sp) = hit.sp {
+            self.unwind(tid, sp, t_ns);
+        }
+        self.pending_sp = hit.sp;
         match hit.probe {
             Probe::Load => {
                 let mut span = self.span(tid, LoaderPhase::Load, t_ns);
@@ -63,7 +72,7 @@ impl SpanAssembly {
                 span.detail = hit.path.clone();
                 self.open(tid, span);
             }
-            Probe::OpenReturn => {
+            Probe::OpenResult { .. } => {
                 if let Some(i) = self.close(tid, LoaderPhase::Open, t_ns) {
                     self.spans[i].result = hit.value;
                 }
@@ -160,7 +169,34 @@ impl SpanAssembly {
     fn open(&mut self, tid: i32, span: LoaderSpan) {
         let index = self.spans.len();
         self.spans.push(span);
-        self.task(tid).open.push(index);
+        let sp = self.pending_sp;
+        let task = self.task(tid);
+        task.open.push(index);
+        task.open_sp.push(sp);
+    }
+
+    /// A probe was entered with stack pointer `sp`: every open span
+    /// entered at or below that address is no longer on the stack. An
+    /// initializer's sibling starting ends it; anything else was left by
+    /// longjmp (ld.so reports errors that way) and never returned: a
+    /// dlopen that did so failed.
+    fn unwind(&mut self, tid: i32, sp: u64, t_ns: i64) {
+        let Some(task) = self.tasks.get_mut(&tid) else {
+            return;
+        };
+        while let Some(&Some(entered)) = task.open_sp.last() {
+            if entered > sp {
+                break;
+            }
+            let index = task.open.pop().unwrap_or_default();
+            task.open_sp.pop();
+            let span = &mut self.spans[index];
+            match span.phase {
+                LoaderPhase::Initializer => span.t_end_ns = Some(t_ns),
+                LoaderPhase::Dlopen => span.result = Some(0),
+                _ => {}
+            }
+        }
     }
 
     /// Closes the innermost open span of `phase` on the task, and drops
@@ -183,6 +219,7 @@ impl SpanAssembly {
         }
         let index = task.open[at];
         task.open.truncate(at);
+        task.open_sp.truncate(at);
         self.spans[index].t_end_ns = Some(t_ns);
         Some(index)
     }
@@ -245,6 +282,7 @@ impl SpanAssembly {
         {
             self.spans[top].t_end_ns = Some(t_ns);
             task.open.pop();
+            task.open_sp.pop();
         }
         let Some(&init) = task.open.last() else {
             return;
@@ -266,5 +304,133 @@ impl SpanAssembly {
         span.target = hit.target;
         span.detail = Some(detail);
         self.open(tid, span);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(probe: Probe, path: Option<&str>, sp: Option<u64>) -> LoaderHit {
+        LoaderHit {
+            probe,
+            path: path.map(str::to_string),
+            base: None,
+            target: None,
+            value: None,
+            sp,
+        }
+    }
+
+    fn phases(spans: &[LoaderSpan]) -> Vec<(LoaderPhase, i64, Option<i64>, u32)> {
+        spans
+            .iter()
+            .map(|s| (s.phase, s.t_begin_ns, s.t_end_ns, s.depth))
+            .collect()
+    }
+
+    #[test]
+    fn a_load_splits_into_search_with_its_opens_then_map() {
+        let mut a = SpanAssembly::new(false);
+        a.add(7, 10, &hit(Probe::Load, Some("liba.so"), Some(1000)));
+        a.add(7, 11, &hit(Probe::Open, Some("/x/liba.so"), Some(900)));
+        let mut failed = hit(Probe::OpenResult { site: 0 }, None, None);
+        failed.value = Some(-2);
+        a.add(7, 12, &failed);
+        a.add(7, 13, &hit(Probe::Open, Some("/y/liba.so"), Some(900)));
+        let mut opened = hit(Probe::OpenResult { site: 1 }, None, None);
+        opened.value = Some(3);
+        a.add(7, 14, &opened);
+        a.add(7, 15, &hit(Probe::MapFile, Some("/y/liba.so"), Some(950)));
+        a.add(7, 20, &hit(Probe::LoadReturn, Some("/y/liba.so"), None));
+        let spans = a.finish();
+        assert_eq!(
+            phases(&spans),
+            vec![
+                (LoaderPhase::Load, 10, Some(20), 0),
+                (LoaderPhase::Search, 10, Some(15), 1),
+                (LoaderPhase::Open, 11, Some(12), 2),
+                (LoaderPhase::Open, 13, Some(14), 2),
+                (LoaderPhase::Map, 15, Some(20), 1),
+            ]
+        );
+        assert_eq!(spans[2].result, Some(-2));
+        assert_eq!(spans[3].result, Some(3));
+        assert_eq!(spans[0].object.as_deref(), Some("/y/liba.so"));
+        assert_eq!(spans[0].detail.as_deref(), Some("liba.so"));
+    }
+
+    #[test]
+    fn a_dlopen_left_by_longjmp_failed_and_does_not_nest_the_next() {
+        let mut a = SpanAssembly::new(false);
+        a.add(7, 10, &hit(Probe::Dlopen, Some("libmissing.so"), Some(800)));
+        a.add(7, 11, &hit(Probe::Load, Some("libmissing.so"), Some(700)));
+        // ld.so signals the error with longjmp: no returns; the next
+        // dlopen enters from the same caller, at the same stack pointer.
+        a.add(7, 30, &hit(Probe::Dlopen, Some("libc2.so"), Some(800)));
+        let mut returned = hit(Probe::DlopenReturn, Some("/l/libc2.so"), None);
+        returned.value = Some(0x5555_0000);
+        a.add(7, 40, &returned);
+        let spans = a.finish();
+        assert_eq!(
+            phases(&spans),
+            vec![
+                (LoaderPhase::Dlopen, 10, None, 0),
+                (LoaderPhase::Load, 11, None, 1),
+                (LoaderPhase::Dlopen, 30, Some(40), 0),
+            ]
+        );
+        assert_eq!(spans[0].result, Some(0));
+        assert_eq!(spans[2].result, Some(1));
+        assert_eq!(spans[2].object.as_deref(), Some("/l/libc2.so"));
+    }
+
+    #[test]
+    fn initializers_are_numbered_and_end_at_the_next_or_at_init_return() {
+        let mut a = SpanAssembly::new(false);
+        let mut init = hit(Probe::Init, Some("/l/liba.so"), Some(500));
+        init.base = Some(0x7000);
+        a.add(9, 100, &init);
+        let call = |array: bool, target: u64| {
+            let mut h = hit(Probe::InitCall { site: 0, array }, None, Some(400));
+            h.target = Some(target);
+            h
+        };
+        a.add(9, 101, &call(false, 0x7100));
+        a.add(9, 110, &call(true, 0x7200));
+        a.add(9, 120, &call(true, 0x7300));
+        a.add(9, 125, &hit(Probe::InitReturn, None, None));
+        let spans = a.finish();
+        assert_eq!(
+            phases(&spans),
+            vec![
+                (LoaderPhase::Init, 100, Some(125), 0),
+                (LoaderPhase::Initializer, 101, Some(110), 1),
+                (LoaderPhase::Initializer, 110, Some(120), 1),
+                (LoaderPhase::Initializer, 120, Some(125), 1),
+            ]
+        );
+        let details: Vec<_> = spans[1..]
+            .iter()
+            .map(|s| s.detail.clone().unwrap())
+            .collect();
+        assert_eq!(details, ["DT_INIT", "DT_INIT_ARRAY[0]", "DT_INIT_ARRAY[1]"]);
+        assert!(spans[1..].iter().all(|s| s.base == Some(0x7000)));
+        assert_eq!(spans[3].target, Some(0x7300));
+    }
+
+    #[test]
+    fn lookups_count_into_the_relocation_running_on_the_task() {
+        let mut a = SpanAssembly::new(true);
+        a.add(3, 1, &hit(Probe::Relocate, Some("/l/libb.so"), Some(600)));
+        a.add(3, 2, &hit(Probe::Lookup, None, Some(500)));
+        a.add(4, 2, &hit(Probe::Lookup, None, Some(500)));
+        a.add(3, 3, &hit(Probe::Lookup, None, Some(500)));
+        a.add(3, 4, &hit(Probe::RelocateReturn, None, None));
+        a.add(3, 5, &hit(Probe::Relocate, Some("/l/libc.so"), Some(600)));
+        a.add(3, 6, &hit(Probe::RelocateReturn, None, None));
+        let spans = a.finish();
+        assert_eq!(spans[0].lookups, Some(2));
+        assert_eq!(spans[1].lookups, Some(0));
     }
 }

@@ -120,6 +120,9 @@ pub struct LoaderHit {
     pub base: Option<u64>,
     pub target: Option<u64>,
     pub value: Option<i64>,
+    /// The stack pointer at an entry probe: a later entry at or above it
+    /// on the same task means this frame is gone.
+    pub sp: Option<u64>,
 }
 
 /// Why a record was not turned into an event.
@@ -319,6 +322,7 @@ struct LoaderSlots {
     base: Option<Slot>,
     target: Option<Slot>,
     value: Option<Slot>,
+    sp: Option<Slot>,
 }
 
 #[derive(Debug, Clone)]
@@ -497,6 +501,7 @@ impl Decoder {
                 base: fields.optional_scalar("base")?,
                 target: fields.optional_scalar("target")?,
                 value: fields.optional_scalar("value")?,
+                sp: fields.optional_scalar("sp")?,
             }));
             let layout = Layout {
                 event: probe.name(),
@@ -685,6 +690,7 @@ fn decode_shape(shape: &Shape, p: &[u8]) -> Result<EventKind, &'static str> {
             base: slots.base.as_ref().map(|s| s.u64(p)).transpose()?,
             target: slots.target.as_ref().map(|s| s.u64(p)).transpose()?,
             value: slots.value.as_ref().map(|s| s.i64(p)).transpose()?,
+            sp: slots.sp.as_ref().map(|s| s.u64(p)).transpose()?,
         }),
     })
 }
