@@ -196,13 +196,13 @@ fn ld_debug_attempts(built: &Built) -> BTreeMap<String, Vec<String>> {
         if let Some(rest) = line.strip_prefix("find library=") {
             // "find library=libcsa.so [0]; searching"
             current = rest.split_whitespace().next().map(str::to_string);
-        } else if let Some(path) = line.strip_prefix("trying file=") {
-            if let Some(name) = &current {
-                attempts
-                    .entry(name.clone())
-                    .or_default()
-                    .push(path.to_string());
-            }
+        } else if let Some(path) = line.strip_prefix("trying file=")
+            && let Some(name) = &current
+        {
+            attempts
+                .entry(name.clone())
+                .or_default()
+                .push(path.to_string());
         }
     }
     attempts
