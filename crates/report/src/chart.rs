@@ -27,9 +27,16 @@
 //!   spans of time during which other files had read requests in flight;
 //!   a dashed vertical line at the ready mark.
 //!
+//! - For a run traced with `--loader`, a lane under the last panel draws
+//!   the dynamic loader's phases as bands on the same time axis, with its
+//!   own legend (see [`loader`]); the ready line crosses it too. Without
+//!   loader spans the chart is exactly what it was before the lane existed.
+//!
 //! Every group carries a class (`reads`, `prefetcher-reads`, `touches`,
-//! `fault-around`, `sections`, `others-reading`, `ready`) so tools and
-//! tests can find it.
+//! `fault-around`, `sections`, `others-reading`, `ready`, `loader`) so
+//! tools and tests can find it.
+
+pub mod loader;
 
 use coldstart_analyze::{Band, FileTimeline, Timeline};
 #[cfg(test)]
@@ -87,12 +94,16 @@ impl Default for ChartOptions {
 }
 
 /// The end of the time axis in ns: the latest of the run's end, the ready
-/// mark, every page event and every read request's end (at least 1).
+/// mark, every page event, every read request's end and every loader
+/// span's end (at least 1).
 pub fn time_extent_ns(timeline: &Timeline) -> i64 {
     let mut t_max = timeline
         .ended_ns
         .unwrap_or(0)
         .max(timeline.ready_ns.unwrap_or(0));
+    if let Some(last) = timeline.loader.iter().map(|b| b.t_end_ns).max() {
+        t_max = t_max.max(last);
+    }
     for file in &timeline.files {
         if let Some(last) = file.points.iter().map(|p| p.t_ns).max() {
             t_max = t_max.max(last);
@@ -363,7 +374,9 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
         cell *= 2.0;
     };
     let panels = shown.len().max(1);
-    let height = HEADER_HEIGHT + panels as f64 * layout.panel_stride() + 20.0;
+    let lane = loader::Lane::plan(timeline);
+    let lane_top = HEADER_HEIGHT + panels as f64 * layout.panel_stride();
+    let height = lane_top + lane.as_ref().map_or(0.0, loader::Lane::height) + 20.0;
 
     let mut out = String::new();
     let _ = writeln!(
@@ -410,10 +423,18 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
         );
     }
 
+    let lane_notes = match &lane {
+        Some(lane) => lane.write(&mut out, &layout, lane_top),
+        None => Vec::new(),
+    };
+
     if let Some(ready) = timeline.ready_ns {
         let x = num(layout.x(ready));
         let top = HEADER_HEIGHT - 6.0;
-        let bottom = layout.plot_top(panels - 1) + layout.plot_height;
+        let bottom = match &lane {
+            Some(lane) => lane.rows_bottom(lane_top),
+            None => layout.plot_top(panels - 1) + layout.plot_height,
+        };
         let _ = writeln!(
             out,
             r#"<line class="ready" x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="{READY_COLOR}" stroke-width="1.5" stroke-dasharray="5 3"/>"#,
@@ -439,6 +460,7 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
             num(requested_cell)
         ));
     }
+    notes.extend(lane_notes);
     if !notes.is_empty() {
         let _ = writeln!(
             out,

@@ -1,7 +1,8 @@
 //! `coldstart report --html`: one self-contained page (inline CSS and SVG,
 //! nothing fetched from the network) that can be mailed or attached to a
 //! bug: the run, its totals, the per-file table, sections and first
-//! symbols per file, and the page-access chart.
+//! symbols per file, and the page-access chart with, for a run traced with
+//! `--loader`, the dynamic loader's lane under it.
 
 use crate::chart::{self, ChartOptions, escape};
 use crate::table::thousands;
@@ -29,8 +30,19 @@ dd .warning { display: inline-block; padding: 0 0.4em; margin: 0; }
 details { margin: 0.4em 0; }
 summary { cursor: pointer; }
 .chart { overflow-x: auto; }
+.chart .loader rect[data-ns]:hover { stroke: #000; stroke-width: 1; }
 .note { color: #666; }
 "#;
+
+/// How to read the loader's lane; the legend in the chart names the colours.
+const LOADER_NOTE: &str = "<p class=\"note loader-note\">Under the page plots, the dynamic \
+loader's phases on the same time axis: <code>start</code> from exec until ld.so has loaded and \
+relocated the program's libraries, then per object its <code>load</code> (the <code>search</code> \
+with each <code>open</code> tried, then <code>map</code>), <code>relocate</code>, <code>init</code> \
+(each <code>initializer</code>) and any <code>dlopen</code>; the black line is the jump to the \
+program's entry. Hover a band for its object, phase and duration. Spans narrower than a pixel \
+are merged into one band, paler the less of it they cover; its tooltip gives how many and the \
+time they cover.</p>\n";
 
 fn mib(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / (1024.0 * 1024.0))
@@ -114,6 +126,9 @@ pub fn html(report: &RunReport, timeline: &Timeline, options: &ChartOptions) -> 
     out.push_str("<h2>Timeline</h2>\n<div class=\"chart\">\n");
     out.push_str(&chart::svg(timeline, options));
     out.push_str("</div>\n");
+    if !timeline.loader.is_empty() {
+        out.push_str(LOADER_NOTE);
+    }
 
     details(&mut out, report);
     outside(&mut out, report);

@@ -6,13 +6,27 @@
 //! are thread instants; cumulative MiB read is a counter per process;
 //! `ready` is a global instant. Timestamps are µs since program start.
 //!
+//! The dynamic loader's spans (runs traced with `--loader`) are "X" slices
+//! on the task that ran them, named after the phase and the object's file
+//! name, so Perfetto shows ld.so's call structure: `start` around the
+//! initial loads and relocations, each `load` around its `search` (around
+//! the `open` attempts) and `map`, each `init` around its `initializer`s,
+//! each `dlopen` around what it loaded. The jump to the entry is a thread
+//! instant.
+//!
 //! Perfetto drops "X" slices that overlap without nesting on one thread,
 //! so a task's overlapping requests go to extra tracks named after it
-//! ("… overlapping reads #n"), with synthetic tids from [`LANE_TID_BASE`].
+//! ("… overlapping reads #n"), with synthetic tids from [`LANE_TID_BASE`];
+//! so does a request that starts or ends inside a loader span it does not
+//! lie in. A loader span that never ended (ld.so unwound it with longjmp)
+//! ends with the run: it is cut to end with the span around it, and says
+//! so in its args.
 
-use coldstart_analyze::{FileTimeline, ProcessInfo, ReadRequest, RunReport, Timeline};
-use coldstart_profile::PageEventKind;
+use crate::chart::loader::object_name;
+use coldstart_analyze::{FileTimeline, LoaderBand, ProcessInfo, ReadRequest, RunReport, Timeline};
+use coldstart_profile::{LoaderPhase, PageEventKind};
 use serde_json::{Value, json};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
 /// First tid of the extra read tracks: above Linux's largest pid_max
@@ -69,12 +83,121 @@ impl<'a> Tasks<'a> {
     }
 }
 
+/// One loader span as a slice: its end cut to nest in the span around it.
+struct LoaderSlice<'a> {
+    band: &'a LoaderBand,
+    end: i64,
+    clipped: bool,
+}
+
+/// The loader's slices per task, outer spans first, and per task the
+/// times at which one begins or ends (sorted), where a read request on the
+/// same track must not start or end.
+struct LoaderSlices<'a> {
+    slices: Vec<LoaderSlice<'a>>,
+    boundaries: HashMap<i32, Vec<i64>>,
+}
+
+impl<'a> LoaderSlices<'a> {
+    fn new(bands: &'a [LoaderBand]) -> LoaderSlices<'a> {
+        let mut by_task: BTreeMap<i32, Vec<&LoaderBand>> = BTreeMap::new();
+        for band in bands.iter().filter(|b| b.phase != LoaderPhase::Entry) {
+            by_task.entry(band.pid).or_default().push(band);
+        }
+        let mut slices = Vec::new();
+        let mut boundaries = HashMap::new();
+        for (pid, mut bands) in by_task {
+            bands.sort_by_key(|b| (b.t_begin_ns, Reverse(b.t_end_ns), b.depth));
+            // Ends of the slices around the current one, innermost last.
+            let mut around: Vec<i64> = Vec::new();
+            let mut times = Vec::with_capacity(bands.len() * 2);
+            for band in bands {
+                while around.last().is_some_and(|&end| end <= band.t_begin_ns) {
+                    around.pop();
+                }
+                let mut end = band.t_end_ns.max(band.t_begin_ns);
+                let mut clipped = false;
+                if let Some(&outer) = around.last()
+                    && end > outer
+                {
+                    end = outer;
+                    clipped = true;
+                }
+                around.push(end);
+                times.extend([band.t_begin_ns, end]);
+                slices.push(LoaderSlice { band, end, clipped });
+            }
+            times.sort_unstable();
+            times.dedup();
+            boundaries.insert(pid, times);
+        }
+        LoaderSlices { slices, boundaries }
+    }
+
+    /// A loader slice of task `pid` begins or ends strictly inside
+    /// (start, end): a slice from start to end would not nest with it.
+    fn crosses(&self, pid: i32, start: i64, end: i64) -> bool {
+        self.boundaries.get(&pid).is_some_and(|times| {
+            let after = times.partition_point(|&t| t <= start);
+            times.get(after).is_some_and(|&t| t < end)
+        })
+    }
+}
+
+fn loader_name(phase: LoaderPhase, object: Option<&str>) -> String {
+    match object_name(object) {
+        Some(name) => format!("{} {name}", phase.as_str()),
+        None => phase.as_str().to_string(),
+    }
+}
+
+/// The loader's slices and entry instants, outer slices before the ones
+/// they contain (the final sort by time is stable, so equal starts keep
+/// this order and nest).
+fn loader_events(slices: &LoaderSlices, bands: &[LoaderBand], tasks: &Tasks) -> Vec<(f64, Value)> {
+    let mut events = Vec::new();
+    for slice in &slices.slices {
+        let band = slice.band;
+        let ts = us(band.t_begin_ns);
+        let mut args = json!({"object": band.object, "depth": band.depth});
+        if slice.clipped {
+            args["ended"] = json!(format!(
+                "never returned: cut to end with the span around it at {} µs",
+                us(slice.end)
+            ));
+        }
+        events.push((
+            ts,
+            json!({
+                "ph": "X", "cat": "loader", "name": loader_name(band.phase, band.object.as_deref()),
+                "ts": ts, "dur": us(slice.end - band.t_begin_ns),
+                "pid": tasks.process_of(band.pid), "tid": band.pid,
+                "args": args,
+            }),
+        ));
+    }
+    for band in bands.iter().filter(|b| b.phase == LoaderPhase::Entry) {
+        let ts = us(band.t_begin_ns);
+        events.push((
+            ts,
+            json!({
+                "ph": "i", "s": "t", "cat": "loader",
+                "name": loader_name(band.phase, band.object.as_deref()),
+                "ts": ts, "pid": tasks.process_of(band.pid), "tid": band.pid,
+                "args": {"object": band.object},
+            }),
+        ));
+    }
+    events
+}
+
 /// Renders the trace; the text is one JSON object.
 pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
     let tasks = Tasks::new(&timeline.processes);
     let page_size = timeline.page_size.max(1);
     let mut metadata: Vec<Value> = Vec::new();
-    let mut events: Vec<(f64, Value)> = Vec::new();
+    let loader = LoaderSlices::new(&timeline.loader);
+    let mut events: Vec<(f64, Value)> = loader_events(&loader, &timeline.loader, &tasks);
 
     // Every task that appears gets named, whether or not it read anything.
     let mut task_pids: Vec<i32> = timeline.processes.iter().map(|p| p.pid).collect();
@@ -82,6 +205,7 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
         task_pids.extend(file.points.iter().map(|p| p.pid));
         task_pids.extend(file.requests.iter().map(|r| r.pid));
     }
+    task_pids.extend(timeline.loader.iter().map(|b| b.pid));
     task_pids.sort_unstable();
     task_pids.dedup();
     let mut process_ids: Vec<i32> = task_pids.iter().map(|&p| tasks.process_of(p)).collect();
@@ -102,7 +226,8 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
     }
 
     // Read requests, per task in time order, each on the first track of
-    // that task where it does not overlap the previous slice.
+    // that task where it does not overlap the previous slice (and, on the
+    // task's own track, nests with the loader's slices).
     let mut by_task: BTreeMap<i32, Vec<(&FileTimeline, &ReadRequest)>> = BTreeMap::new();
     for file in &timeline.files {
         for request in &file.requests {
@@ -118,30 +243,28 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
     for (pid, mut requests) in by_task {
         let tgid = tasks.process_of(pid);
         requests.sort_by_key(|(_, request)| (request.t_start_ns, request.t_end_ns));
-        // Per track: its tid and where its last slice ends.
-        let mut lanes: Vec<(i64, i64)> = Vec::new();
+        // Per track: its tid and where its last slice ends; the task's own
+        // track first.
+        let mut lanes: Vec<(i64, i64)> = vec![(i64::from(pid), i64::MIN)];
         for (file, request) in requests {
             let end = request.t_end_ns.max(request.t_start_ns);
+            let crosses_loader = loader.crosses(pid, request.t_start_ns, end);
             let tid = match lanes
                 .iter_mut()
-                .find(|(_, last)| *last <= request.t_start_ns)
+                .enumerate()
+                .find(|(i, (_, last))| *last <= request.t_start_ns && (*i > 0 || !crosses_loader))
             {
-                Some(lane) => {
+                Some((_, lane)) => {
                     lane.1 = end;
                     lane.0
                 }
                 None => {
-                    let tid = if lanes.is_empty() {
-                        i64::from(pid)
-                    } else {
-                        let tid = next_lane_tid;
-                        next_lane_tid += 1;
-                        metadata.push(json!({
-                            "ph": "M", "name": "thread_name", "ts": 0, "pid": tgid, "tid": tid,
-                            "args": {"name": format!("{} ({pid}) overlapping reads #{}", tasks.name(pid), lanes.len())},
-                        }));
-                        tid
-                    };
+                    let tid = next_lane_tid;
+                    next_lane_tid += 1;
+                    metadata.push(json!({
+                        "ph": "M", "name": "thread_name", "ts": 0, "pid": tgid, "tid": tid,
+                        "args": {"name": format!("{} ({pid}) overlapping reads #{}", tasks.name(pid), lanes.len())},
+                    }));
                     lanes.push((tid, end));
                     tid
                 }

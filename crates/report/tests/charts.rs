@@ -3,13 +3,15 @@
 //! oracles outside the code under test.
 
 use coldstart_analyze::{
-    Band, FileReport, FileTimeline, ProcessInfo, ReadRequest, RunInfo, RunReport, SymbolTouch,
-    Timeline, TimelinePoint, Totals,
+    Band, FileReport, FileTimeline, LoaderBand, ProcessInfo, ReadRequest, RunInfo, RunReport,
+    SymbolTouch, Timeline, TimelinePoint, Totals,
 };
-use coldstart_profile::PageEventKind;
-use coldstart_report::chart::{self, ChartOptions, MARGIN_LEFT, MARGIN_RIGHT};
+use coldstart_profile::{LoaderPhase, PageEventKind};
+use coldstart_report::chart::loader::MAX_PROCESSES;
+use coldstart_report::chart::{self, ChartOptions, HEADER_HEIGHT, MARGIN_LEFT, MARGIN_RIGHT};
 use coldstart_report::html::html;
-use coldstart_report::perfetto::perfetto_json;
+use coldstart_report::perfetto::{LANE_TID_BASE, perfetto_json};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -710,4 +712,565 @@ fn perfetto_trace_of_a_big_run_parses() {
     let events = parse_trace(&t);
     let requests: usize = t.files.iter().map(|f| f.requests.len()).sum();
     assert_eq!(events.iter().filter(|e| e["ph"] == "X").count(), requests);
+}
+
+// The dynamic loader's lane and slices.
+
+const US: i64 = 1_000;
+const LIB_A: &str = "/usr/lib/x86_64-linux-gnu/libA.so.1";
+/// An object whose file name part itself needs escaping.
+const HOSTILE: &str = r#"/opt/a"b/li<b&"x'>.so"#;
+const HOSTILE_ESCAPED: &str = "li&lt;b&amp;&quot;x&#39;&gt;.so";
+
+fn band(
+    phase: LoaderPhase,
+    pid: i32,
+    object: Option<&str>,
+    begin_us: i64,
+    end_us: i64,
+    depth: u32,
+) -> LoaderBand {
+    LoaderBand {
+        phase,
+        pid,
+        object: object.map(str::to_string),
+        t_begin_ns: begin_us * US,
+        t_end_ns: end_us * US,
+        depth,
+    }
+}
+
+/// ld.so in app (task 100): start 0-10 ms with libA's load (search with
+/// two opens, then map) and the relocations inside it, libA's init with
+/// one initializer, the entry at 14 ms; then its worker thread 101
+/// dlopens the hostile object at 50 ms.
+fn loader_bands() -> Vec<LoaderBand> {
+    use LoaderPhase::*;
+    let main = Some("");
+    vec![
+        band(Start, 100, None, 0, 10_000, 0),
+        band(Load, 100, Some(LIB_A), 1_000, 3_000, 0),
+        band(Search, 100, Some(LIB_A), 1_000, 2_000, 1),
+        band(Open, 100, None, 1_200, 1_500, 2),
+        band(Open, 100, Some(LIB_A), 1_500, 1_800, 2),
+        band(Map, 100, Some(LIB_A), 2_000, 3_000, 1),
+        band(Relocate, 100, Some(LIB_A), 4_000, 6_000, 0),
+        band(Relocate, 100, main, 6_000, 7_000, 0),
+        band(Init, 100, Some(LIB_A), 11_000, 13_000, 0),
+        band(Initializer, 100, Some(LIB_A), 11_500, 12_500, 1),
+        band(Entry, 100, main, 14_000, 14_000, 0),
+        band(Dlopen, 101, Some(HOSTILE), 50_000, 60_000, 0),
+        band(Load, 101, Some(HOSTILE), 51_000, 52_000, 1),
+        band(Relocate, 101, Some(HOSTILE), 53_000, 55_000, 1),
+        band(Init, 101, Some(HOSTILE), 56_000, 58_000, 1),
+    ]
+}
+
+fn loader_sample() -> Timeline {
+    let mut t = sample();
+    t.loader = loader_bands();
+    t
+}
+
+/// A band rect of the loader's lane.
+#[derive(Debug)]
+struct LaneRect {
+    x: f64,
+    width: f64,
+    covered_ns: i64,
+    spans: Option<usize>,
+    opacity: Option<f64>,
+    title: String,
+}
+
+fn optional_attribute(element: &str, name: &str) -> Option<String> {
+    let key = format!(r#" {name}=""#);
+    let start = element.find(&key)? + key.len();
+    let end = element[start..].find('"')? + start;
+    Some(element[start..end].to_string())
+}
+
+/// The rects of `phase` in every block, in document order.
+fn lane_rects(svg: &str, phase: &str) -> Vec<LaneRect> {
+    let open = format!(r#"<g class="loader-phase" data-phase="{phase}""#);
+    let mut rects = Vec::new();
+    for (i, _) in svg.match_indices(&open) {
+        let body = svg[i..].find('>').expect("end of tag") + i + 1;
+        let end = svg[body..].find("</g>").expect("closing tag") + body;
+        for rect in svg[body..end].split("<rect").skip(1) {
+            let title_start = rect.find("<title>").expect("title") + "<title>".len();
+            let title_end = rect.find("</title>").expect("end of title");
+            rects.push(LaneRect {
+                x: attribute(rect, "x"),
+                width: attribute(rect, "width"),
+                covered_ns: attribute(rect, "data-ns") as i64,
+                spans: optional_attribute(rect, "data-spans").map(|s| s.parse().expect("count")),
+                opacity: optional_attribute(rect, "fill-opacity").map(|s| s.parse().expect("f64")),
+                title: rect[title_start..title_end].to_string(),
+            });
+        }
+    }
+    rects
+}
+
+/// The x of `t_ns` on the documented axis, for a chart of default width.
+fn axis_x(t_ns: i64, t_max_ns: i64) -> f64 {
+    let plot_width = ChartOptions::default().width as f64 - MARGIN_LEFT - MARGIN_RIGHT;
+    MARGIN_LEFT + plot_width * t_ns as f64 / t_max_ns as f64
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 0.006
+}
+
+fn svg_height(svg: &str) -> f64 {
+    attribute(&svg[..svg.find('>').expect("svg tag")], "height")
+}
+
+#[test]
+fn loader_lane_draws_each_phase_where_the_axis_puts_it() {
+    let t = loader_sample();
+    let svg = chart::svg(&t, &ChartOptions::default());
+    assert_well_formed(&svg);
+    assert_eq!(svg.matches(r#"<g class="loader""#).count(), 1);
+    // Tasks 100 and 101 are one process: one block, not labelled.
+    assert_eq!(svg.matches(r#"<g class="loader-process""#).count(), 1);
+    assert!(svg.contains(r#"<g class="loader-process" data-pid="100">"#));
+    assert!(!svg.contains(r#"<text class="process""#));
+    let rows: Vec<&str> = svg
+        .match_indices(r#"<g class="loader-row" data-row=""#)
+        .map(|(i, m)| {
+            let start = i + m.len();
+            &svg[start..start + svg[start..].find('"').expect("end")]
+        })
+        .collect();
+    assert_eq!(rows, ["start", "load", "relocate", "init", "dlopen"]);
+
+    // Every span wide enough is one rect, where the axis puts it.
+    let t_max = chart::time_extent_ns(&t);
+    assert_eq!(t_max, 100 * MS);
+    for phase in LoaderPhase::ALL
+        .into_iter()
+        .filter(|&p| p != LoaderPhase::Entry)
+    {
+        let mut expected: Vec<&LoaderBand> = t.loader.iter().filter(|b| b.phase == phase).collect();
+        expected.sort_by_key(|b| (b.t_begin_ns, std::cmp::Reverse(b.t_end_ns)));
+        let rects = lane_rects(&svg, phase.as_str());
+        assert_eq!(rects.len(), expected.len(), "{phase:?}");
+        for (rect, band) in rects.iter().zip(expected) {
+            let x0 = axis_x(band.t_begin_ns, t_max);
+            let x1 = axis_x(band.t_end_ns, t_max);
+            assert!(
+                close(rect.x, x0),
+                "{phase:?}: {rect:?} should start at {x0}"
+            );
+            assert!(
+                close(rect.width, x1 - x0),
+                "{phase:?}: {rect:?} should be {} wide",
+                x1 - x0
+            );
+            assert_eq!(rect.covered_ns, band.t_end_ns - band.t_begin_ns);
+            assert_eq!(rect.spans, None);
+        }
+    }
+    // 9.6 px per ms: libA's relocation from 4 to 6 ms.
+    let relocations = lane_rects(&svg, "relocate");
+    assert_eq!((relocations[0].x, relocations[0].width), (128.4, 19.2));
+    assert_eq!(
+        relocations[0].title,
+        "libA.so.1 · relocate · 2.00 ms (4.000–6.000 ms)"
+    );
+    assert_eq!(
+        relocations[1].title,
+        "main program · relocate · 1.00 ms (6.000–7.000 ms)"
+    );
+    assert_eq!(
+        lane_rects(&svg, "start")[0].title,
+        "start · 10.00 ms (0.000–10.000 ms)"
+    );
+    // The worker's dlopen names its task.
+    assert_eq!(
+        lane_rects(&svg, "dlopen")[0].title,
+        format!("{HOSTILE_ESCAPED} · dlopen · 10.00 ms (50.000–60.000 ms) · task 101")
+    );
+
+    // The entry: a line at 14 ms across the block.
+    let entry = groups(&svg, "loader-entry");
+    assert_eq!(entry.len(), 1);
+    assert_eq!(attribute(entry[0], "x1"), 224.4);
+    assert_eq!(attribute(entry[0], "x2"), 224.4);
+    assert!(
+        entry[0].contains("<title>entry: the jump to the program's entry at 14.000 ms</title>")
+    );
+
+    // The legend names every phase present, with its colour.
+    let legend = groups(&svg, "loader-legend")[0];
+    for phase in LoaderPhase::ALL {
+        assert!(
+            legend.contains(&format!(">{}</text>", phase.as_str())),
+            "{phase:?}"
+        );
+    }
+    assert_eq!(legend.matches("<rect").count(), 9);
+    assert_eq!(legend.matches("<line").count(), 1);
+
+    // The ready line crosses the lane; everything fits the document.
+    let plain = chart::svg(&sample(), &ChartOptions::default());
+    let height = svg_height(&svg);
+    assert!(height > svg_height(&plain));
+    let lane_bottom = attribute(entry[0], "y2") - 2.0;
+    assert_eq!(attribute(ready_line(&svg), "y2"), lane_bottom);
+    assert!(lane_bottom < height);
+    assert!(attribute(ready_line(&plain), "y2") < attribute(entry[0], "y1"));
+}
+
+#[test]
+fn a_lane_with_only_some_phases_has_only_their_rows_and_legend() {
+    let mut t = sample();
+    t.loader = vec![
+        band(LoaderPhase::Relocate, 100, Some(LIB_A), 4_000, 6_000, 0),
+        band(LoaderPhase::Init, 100, Some(LIB_A), 7_000, 8_000, 0),
+    ];
+    let svg = chart::svg(&t, &ChartOptions::default());
+    assert_well_formed(&svg);
+    assert_eq!(svg.matches(r#"<g class="loader-row""#).count(), 2);
+    let legend = groups(&svg, "loader-legend")[0];
+    assert_eq!(legend.matches("<text").count(), 2);
+    assert!(!svg.contains(r#"<g class="loader-entry""#));
+}
+
+/// 2,000 relocations of 50 µs in four clusters 250 ms apart on a 1 s axis
+/// (a pixel is 1.04 ms): each cluster is 500 spans 25 µs apart, so it
+/// merges into one rect; a 5 ms relocation in the last one stays alone.
+#[test]
+fn sub_pixel_loader_spans_merge_and_keep_their_time() {
+    let mut t = timeline(vec![file("/lib/x.so", 10)], None, Some(1000 * MS));
+    for cluster in 0..4i64 {
+        for i in 0..500i64 {
+            let begin = cluster * 250_000 + i * 75;
+            t.loader.push(band(
+                LoaderPhase::Relocate,
+                100,
+                Some(&format!("/usr/lib/lib{cluster}_{i}.so")),
+                begin,
+                begin + 50,
+                0,
+            ));
+        }
+    }
+    t.loader.push(band(
+        LoaderPhase::Relocate,
+        100,
+        Some(LIB_A),
+        800_000,
+        805_000,
+        0,
+    ));
+    let svg = chart::svg(&t, &ChartOptions::default());
+    assert_well_formed(&svg);
+    let rects = lane_rects(&svg, "relocate");
+    assert_eq!(rects.len(), 5, "{rects:?}");
+    // Covered time is preserved: the rects' ns add up to the spans'.
+    let covered: i64 = rects.iter().map(|r| r.covered_ns).sum();
+    assert_eq!(covered, 2000 * 50 * US + 5 * MS);
+    for (cluster, rect) in rects[..4].iter().enumerate() {
+        let begin = cluster as i64 * 250 * MS;
+        let end = begin + (499 * 75 + 50) * US;
+        assert_eq!(rect.spans, Some(500));
+        assert_eq!(rect.covered_ns, 500 * 50 * US);
+        assert!(close(rect.x, axis_x(begin, 1000 * MS)), "{rect:?}");
+        assert!(close(
+            rect.width,
+            axis_x(end, 1000 * MS) - axis_x(begin, 1000 * MS)
+        ));
+        // Busy two thirds of the time it spans.
+        assert_eq!(rect.opacity, Some(0.67));
+        assert!(rect.title.starts_with(
+            "relocate · 500 spans under 1 px each, merged: 25.00 ms busy in 37.48 ms"
+        ));
+        assert!(rect.title.ends_with(&format!(
+            "lib{cluster}_0.so, lib{cluster}_1.so, lib{cluster}_2.so, …"
+        )));
+    }
+    let alone = &rects[4];
+    assert_eq!((alone.spans, alone.covered_ns), (None, 5 * MS));
+    assert!(alone.title.starts_with("libA.so.1 · relocate · 5.00 ms"));
+    assert!(svg.len() < 30_000, "{} bytes", svg.len());
+}
+
+/// Ten processes, each with 8 phases of 0.1 ms spans 1.2 ms apart (over a
+/// pixel, so a pixel's merging leaves them apart): the lane doubles its
+/// merge width until the bands fit, and draws at most MAX_PROCESSES blocks.
+#[test]
+fn the_loader_lane_stays_small_for_pathological_spans() {
+    use LoaderPhase::*;
+    let mut t = timeline(vec![file("/lib/x.so", 10)], Some(900 * MS), Some(1000 * MS));
+    let phases = [Start, Load, Search, Open, Map, Relocate, Init, Initializer];
+    for p in 0..10 {
+        let pid = 1000 + p;
+        t.processes.push(process(pid, pid, &format!("proc{p}")));
+        for (k, &phase) in phases.iter().enumerate() {
+            for i in 0..830 {
+                let begin = i * 1_200 + k as i64 * 10;
+                t.loader.push(band(
+                    phase,
+                    pid,
+                    Some(&format!(
+                        "/usr/lib/a/very/long/path/to/lib{i}_with_a_long_name.so"
+                    )),
+                    begin,
+                    begin + 100,
+                    0,
+                ));
+            }
+        }
+    }
+    let svg = chart::svg(&t, &ChartOptions::default());
+    eprintln!(
+        "{} loader spans: {} bytes of SVG",
+        t.loader.len(),
+        svg.len()
+    );
+    assert!(svg.len() < 2_000_000, "{} bytes", svg.len());
+    assert_well_formed(&svg);
+    assert_eq!(
+        svg.matches(r#"<g class="loader-process""#).count(),
+        MAX_PROCESSES
+    );
+    assert!(svg.contains(r#"<text class="process" "#));
+    assert!(svg.contains(">proc0 (1000)</text>"));
+    assert!(svg.contains("2 more process(es) with loader spans not shown"));
+    assert!(svg.contains("loader spans under 2 px merged (not 1) to keep this file small"));
+    // Merged or not, no time is lost: per phase, the 8 blocks' rects cover
+    // 830 spans of 0.1 ms each.
+    for phase in phases {
+        let covered: i64 = lane_rects(&svg, phase.as_str())
+            .iter()
+            .map(|r| r.covered_ns)
+            .sum();
+        assert_eq!(covered, MAX_PROCESSES as i64 * 830 * 100 * US, "{phase:?}");
+    }
+}
+
+#[test]
+fn a_block_per_process_only_when_several_processes_have_spans() {
+    let mut t = loader_sample();
+    t.processes.push(process(200, 200, "helper"));
+    t.processes.push(process(201, 200, "helper-io"));
+    // The helper starts later, so its block comes second.
+    t.loader
+        .push(band(LoaderPhase::Start, 201, None, 30_000, 35_000, 0));
+    let svg = chart::svg(&t, &ChartOptions::default());
+    assert_well_formed(&svg);
+    assert!(svg.contains(r#"<g class="loader" data-processes="2">"#));
+    let blocks: Vec<&str> = svg
+        .match_indices(r#"<g class="loader-process" data-pid=""#)
+        .map(|(i, m)| &svg[i + m.len()..i + m.len() + 3])
+        .collect();
+    assert_eq!(blocks, ["100", "200"]);
+    let labels: Vec<&str> = svg
+        .match_indices(r#"<text class="process" "#)
+        .map(|(i, _)| {
+            let start = svg[i..].find('>').expect("tag end") + i + 1;
+            &svg[start..start + svg[start..].find('<').expect("text end")]
+        })
+        .collect();
+    assert_eq!(labels, ["app (100)", "helper (200)"]);
+    // Each block has the same rows; the helper's start names its task.
+    assert_eq!(svg.matches(r#"<g class="loader-row""#).count(), 10);
+    let starts = lane_rects(&svg, "start");
+    assert_eq!(starts.len(), 2);
+    assert!(starts[1].title.ends_with("· task 201"));
+    assert!(close(starts[1].x, axis_x(30 * MS, 100 * MS)));
+}
+
+/// FNV-1a: a fingerprint of the chart as it was before the loader lane.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[test]
+fn no_lane_without_loader_spans() {
+    let svg = chart::svg(&sample(), &ChartOptions::default());
+    assert!(!svg.contains("loader"));
+    // Byte for byte the chart of commit 3bb2335, before the lane existed.
+    // A deliberate change to the page plots changes these: check the new
+    // output by eye, then update them.
+    assert_eq!(
+        (svg.len(), fnv1a(svg.as_bytes())),
+        (8728, 0xb9dd_f672_d9bf_1790)
+    );
+    let empty = chart::svg(&timeline(Vec::new(), None, None), &ChartOptions::default());
+    assert_eq!(
+        (empty.len(), fnv1a(empty.as_bytes())),
+        (1302, 0xf1c2_ae71_93ad_dbf7)
+    );
+    assert_eq!(
+        svg_height(&empty),
+        HEADER_HEIGHT + (20.0 + 160.0 + 34.0) + 20.0
+    );
+    let page = html(&report(0), &sample(), &ChartOptions::default());
+    assert!(!page.contains("loader-note"));
+}
+
+#[test]
+fn hostile_object_names_are_escaped() {
+    let svg = chart::svg(&loader_sample(), &ChartOptions::default());
+    assert_well_formed(&svg);
+    assert!(!svg.contains(r#"li<b&"x'>.so"#));
+    // dlopen, load, relocate, init of the hostile object.
+    assert_eq!(svg.matches(HOSTILE_ESCAPED).count(), 4);
+
+    let page = html(&report(0), &loader_sample(), &ChartOptions::default());
+    assert!(!page.contains(r#"li<b&"x'>.so"#));
+    assert!(page.contains(&svg));
+    assert!(page.contains(r#"<p class="note loader-note">"#));
+
+    let events = parse_trace(&loader_sample());
+    let dlopen = events
+        .iter()
+        .find(|e| e["cat"] == "loader" && e["args"]["depth"] == 0 && e["tid"] == 101)
+        .expect("the dlopen slice");
+    assert_eq!(dlopen["name"], r#"dlopen li<b&"x'>.so"#);
+    assert_eq!(dlopen["args"]["object"], HOSTILE);
+}
+
+/// An "X" slice as [begin, end) in ns, and its name.
+type Slice = (i64, i64, String);
+
+/// (pid, tid) -> every "X" slice on that track.
+fn tracks(events: &[serde_json::Value]) -> BTreeMap<(i64, i64), Vec<Slice>> {
+    let ns = |v: &serde_json::Value| (v.as_f64().expect("number") * 1000.0).round() as i64;
+    let mut tracks: BTreeMap<(i64, i64), Vec<Slice>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["ph"] == "X") {
+        let key = (
+            e["pid"].as_i64().expect("pid"),
+            e["tid"].as_i64().expect("tid"),
+        );
+        let begin = ns(&e["ts"]);
+        tracks.entry(key).or_default().push((
+            begin,
+            begin + ns(&e["dur"]),
+            e["name"].as_str().unwrap_or_default().to_string(),
+        ));
+    }
+    tracks
+}
+
+#[test]
+fn perfetto_has_the_loader_spans_nested_on_their_tasks() {
+    let mut t = loader_sample();
+    // A load under the dlopen that never returned: it ends with the run.
+    t.loader.push(band(
+        LoaderPhase::Load,
+        101,
+        Some("libgone.so"),
+        59_000,
+        100_000,
+        1,
+    ));
+    let events = parse_trace(&t);
+    let loader: Vec<&serde_json::Value> = events.iter().filter(|e| e["cat"] == "loader").collect();
+    let slices: Vec<_> = loader.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(slices.len(), t.loader.len() - 1);
+    let find = |name: &str| {
+        slices
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no slice {name}"))
+    };
+    let relocate = find("relocate libA.so.1");
+    assert_eq!(relocate["ts"].as_f64(), Some(4_000.0));
+    assert_eq!(relocate["dur"].as_f64(), Some(2_000.0));
+    assert_eq!(
+        (relocate["pid"].as_i64(), relocate["tid"].as_i64()),
+        (Some(100), Some(100))
+    );
+    assert_eq!(relocate["args"]["object"], LIB_A);
+    assert_eq!(find("relocate main program")["ts"].as_f64(), Some(6_000.0));
+    assert_eq!(find("start")["dur"].as_f64(), Some(10_000.0));
+    assert_eq!(find("open")["ts"].as_f64(), Some(1_200.0));
+    let initializer = find("initializer libA.so.1");
+    assert_eq!(initializer["args"]["depth"], 1);
+    // The worker's spans are on its own thread of process 100.
+    let init = find(&format!("init {}", r#"li<b&"x'>.so"#));
+    assert_eq!(
+        (init["pid"].as_i64(), init["tid"].as_i64()),
+        (Some(100), Some(101))
+    );
+    assert_eq!(
+        (init["ts"].as_f64(), init["dur"].as_f64()),
+        (Some(56_000.0), Some(2_000.0))
+    );
+    // The load that never returned is cut at its dlopen's end, and says so.
+    let gone = find("load libgone.so");
+    assert_eq!(
+        (gone["ts"].as_f64(), gone["dur"].as_f64()),
+        (Some(59_000.0), Some(1_000.0))
+    );
+    assert!(
+        gone["args"]["ended"]
+            .as_str()
+            .is_some_and(|s| s.contains("never returned"))
+    );
+    assert!(find("relocate libA.so.1")["args"].get("ended").is_none());
+
+    let entries: Vec<_> = loader.iter().filter(|e| e["ph"] == "i").collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["name"], "entry main program");
+    assert_eq!(entries[0]["s"], "t");
+    assert_eq!(entries[0]["ts"].as_f64(), Some(14_000.0));
+    assert_eq!(entries[0]["tid"].as_i64(), Some(100));
+
+    // Every track nests: two slices are apart or one holds the other.
+    let tracks = tracks(&events);
+    for (track, slices) in &tracks {
+        for (i, a) in slices.iter().enumerate() {
+            for b in &slices[i + 1..] {
+                let apart = a.1 <= b.0 || b.1 <= a.0;
+                let nested = (a.0 <= b.0 && b.1 <= a.1) || (b.0 <= a.0 && a.1 <= b.1);
+                assert!(apart || nested, "{track:?}: {a:?} and {b:?} overlap");
+            }
+        }
+    }
+    // app's reads at 10-12 and 11-15 ms straddle libA's init (11-13 ms):
+    // both leave the task's track; the worker's 20-40 ms read and app's
+    // 50-51 ms read cross no loader span and stay on theirs.
+    let on_app: Vec<&String> = tracks[&(100, 100)].iter().map(|s| &s.2).collect();
+    assert!(!on_app.contains(&&"app".to_string()), "{on_app:?}");
+    let lanes: Vec<i64> = tracks
+        .keys()
+        .filter(|(pid, tid)| *pid == 100 && *tid >= LANE_TID_BASE)
+        .map(|&(_, tid)| tid)
+        .collect();
+    assert_eq!(lanes.len(), 2, "{tracks:?}");
+    for tid in &lanes {
+        assert_eq!(
+            tracks[&(100, *tid)]
+                .iter()
+                .map(|s| s.2.as_str())
+                .collect::<Vec<_>>(),
+            ["app"]
+        );
+    }
+    assert!(on_app.iter().any(|name| name.contains("lib'x.so")));
+    // The worker's track: its read and the five slices of its dlopen.
+    assert_eq!(tracks[&(100, 101)].len(), 6);
+    assert!(
+        tracks[&(100, 101)]
+            .iter()
+            .any(|s| s.2 == "libc.so.6" && s.0 == 20 * MS)
+    );
+}
+
+#[test]
+fn perfetto_without_loader_spans_has_no_loader_events() {
+    let events = parse_trace(&sample());
+    assert!(events.iter().all(|e| e["cat"] != "loader"));
+    // app's overlapping reads still take one extra track.
+    let tracks = tracks(&events);
+    assert!(tracks.contains_key(&(100, LANE_TID_BASE)));
+    assert!(!tracks.contains_key(&(100, LANE_TID_BASE + 1)));
 }
