@@ -63,16 +63,24 @@ pub fn analyze_loader(
         .iter()
         .enumerate()
         .map(|(image, spans)| {
+            let superseded = images.superseded(image);
             let objects = owners
                 .objects
                 .iter()
                 .enumerate()
                 .filter(|(_, (of_image, _))| *of_image == image)
                 .map(|(object, (_, key))| {
-                    object_report(&facts, key, &object_spans[object], &mut files)
+                    let main_unknown = superseded && key.is_empty();
+                    let spans = &object_spans[object];
+                    object_report(&facts, key, spans, main_unknown, &mut files)
                 })
                 .collect();
-            process_report(loaded, &facts, images.list[image], spans, objects)
+            let image = Image {
+                pid: images.list[image].0,
+                start: images.list[image].1,
+                superseded,
+            };
+            process_report(loaded, &facts, image, spans, objects)
         })
         .collect();
     analysis.report = Some(LoaderReport {
@@ -220,6 +228,23 @@ impl Images {
         }
         images
     }
+
+    /// Whether the image's process exec'd again later: the trace names
+    /// the main program's file of its last exec only.
+    fn superseded(&self, image: usize) -> bool {
+        let (pid, start) = self.list[image];
+        start.is_some()
+            && self.list[image + 1..]
+                .iter()
+                .any(|&(p, s)| p == pid && s.is_some())
+    }
+}
+
+/// One program image as the report assembles it.
+struct Image {
+    pid: i32,
+    start: Option<usize>,
+    superseded: bool,
 }
 
 /// Which object each span worked for: its own, or the one of the span
@@ -434,7 +459,11 @@ fn sum_phases<'a>(lists: impl Iterator<Item = &'a [PhaseTotal]>) -> Vec<PhaseTot
 fn process_report(
     loaded: &LoadedRun,
     facts: &SpanFacts<'_>,
-    (pid, start): (i32, Option<usize>),
+    Image {
+        pid,
+        start,
+        superseded,
+    }: Image,
     spans: &[usize],
     mut objects: Vec<LoaderObject>,
 ) -> LoaderProcess {
@@ -459,23 +488,28 @@ fn process_report(
         .iter()
         .find(|o| o.main_program)
         .and_then(|o| o.path.clone())
-        .or_else(|| process.and_then(|p| p.exe.clone()));
+        .or_else(|| process.and_then(|p| p.exe.clone()))
+        .filter(|_| !superseded);
+    let dlopens: Vec<DlopenCall> = of_phase(LoaderPhase::Dlopen)
+        .map(|i| dlopen_call(facts, i))
+        .collect();
+    let start_ns = start.map(|s| facts.nesting.duration(s));
     LoaderProcess {
         pid,
         comm: process.and_then(|p| p.comm.clone()),
         program,
         exec_ns,
-        start_ns: start.map(|s| facts.nesting.duration(s)),
+        start_ns,
         entry_ns,
+        loader_ns: entry_ns.or(start_ns).unwrap_or(0)
+            + dlopens.iter().map(|d| d.duration_ns).sum::<i64>(),
         initializers: of_phase(LoaderPhase::Initializer).count() as u64,
         initializers_ns: of_phase(LoaderPhase::Initializer)
             .map(|i| facts.nesting.duration(i))
             .sum(),
         phases: phase_totals(facts, spans),
         objects,
-        dlopens: of_phase(LoaderPhase::Dlopen)
-            .map(|i| dlopen_call(facts, i))
-            .collect(),
+        dlopens,
     }
 }
 
@@ -491,11 +525,14 @@ fn dlopen_call(facts: &SpanFacts<'_>, i: usize) -> DlopenCall {
     }
 }
 
-/// One object's report from its spans.
+/// One object's report from its spans. `main_unknown`: it is the main
+/// program of an exec the process replaced, whose file the trace did not
+/// name (the spans name the last one's).
 fn object_report(
     facts: &SpanFacts<'_>,
     key: &str,
     spans: &[usize],
+    main_unknown: bool,
     files: &mut ObjectFiles<'_>,
 ) -> LoaderObject {
     let span = |i: usize| facts.spans[i];
@@ -512,7 +549,10 @@ fn object_report(
         time_in(LoaderPhase::Relocate),
         time_in(LoaderPhase::Init),
     );
-    let file_id = spans.iter().find_map(|&i| span(i).file_id);
+    let file_id = spans
+        .iter()
+        .find_map(|&i| span(i).file_id)
+        .filter(|_| !main_unknown);
     let base = spans.iter().find_map(|&i| span(i).base);
     let loads = load_outcomes(facts, spans);
     let (origin, dlopen) = origin(facts, spans);
@@ -534,6 +574,13 @@ fn object_report(
     let file = file_id.and_then(|id| files.file(id));
     let (relocations, relocations_note) = match files.relocations(file, key) {
         Ok(relocations) => (Some(relocations), None),
+        Err(_) if main_unknown => (
+            None,
+            Some(
+                "the process exec'd another program later: the trace named only that one's file"
+                    .into(),
+            ),
+        ),
         Err(note) => (None, Some(note)),
     };
     let initializers = spans

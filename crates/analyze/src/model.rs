@@ -290,6 +290,9 @@ pub struct LoaderProcess {
     pub start_ns: Option<i64>,
     /// Exec until the jump to the program's entry (initializers included).
     pub entry_ns: Option<i64>,
+    /// The loader's time in this image: `entry_ns` (or `start_ns` when no
+    /// entry was seen) plus the time in `dlopen` calls.
+    pub loader_ns: i64,
     /// Initializers ld.so ran and their summed time (dlopen'd ones too).
     pub initializers: u64,
     pub initializers_ns: i64,

@@ -264,6 +264,8 @@ fn phases_objects_and_io_per_process() {
         (app.exec_ns, app.start_ns, app.entry_ns),
         (Some(0), Some(50 * MS), Some(61 * MS))
     );
+    // To the entry, and the dlopens' 10 and 15 ms.
+    assert_eq!(app.loader_ns, 86 * MS);
     assert_eq!((app.initializers, app.initializers_ns), (2, 9 * MS));
 
     // liba: most loader time (10 + 10 + 5 + 10 ms), then the main program
@@ -601,4 +603,51 @@ fn a_file_rebuilt_since_the_trace_is_said_to_have_changed() {
         note.starts_with(&format!("changed since the trace (build-id {then} then, ")),
         "{note}"
     );
+}
+
+#[test]
+fn a_process_that_execs_twice_has_two_images_and_only_the_last_names_its_program() {
+    use LoaderPhase::*;
+    // A shell script (exec 0 ms) that execs the program (exec 20 ms) in
+    // the same process: the trace names the main program of the last.
+    let spans = vec![
+        span(APP, Start, 0, Some(10)),
+        on(span(APP, Relocate, 2, Some(3)), "", Some(APP_FILE)),
+        span(APP, Entry, 11, Some(11)),
+        span(APP, Start, 20, Some(30)),
+        on(span(APP, Relocate, 22, Some(24)), "", Some(APP_FILE)),
+        span(APP, Entry, 33, Some(33)),
+    ];
+    let (_dir, profile) = profile_with(spans, Some("ld.so probes"));
+    let (report, _) = analyze(&profile, &reading_files()).unwrap();
+    let loader = report.loader.unwrap();
+    type Image<'a> = (i32, Option<i64>, Option<i64>, i64, Option<&'a str>);
+    let images: Vec<Image> = loader
+        .processes
+        .iter()
+        .map(|p| {
+            (
+                p.pid,
+                p.exec_ns,
+                p.entry_ns,
+                p.loader_ns,
+                p.program.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        images,
+        [
+            (APP, Some(0), Some(11 * MS), 11 * MS, None),
+            (APP, Some(20 * MS), Some(13 * MS), 13 * MS, Some("/bin/app"))
+        ]
+    );
+    let first = &loader.processes[0].objects[0];
+    assert!(first.main_program && first.path.is_none());
+    assert_eq!(first.relocate_ns, MS);
+    let note = first.relocations_note.as_deref().unwrap();
+    assert!(note.contains("exec'd another program later"), "{note}");
+    let last = &loader.processes[1].objects[0];
+    assert_eq!(last.path.as_deref(), Some("/bin/app"));
+    assert_eq!(last.relocate_ns, 2 * MS);
 }

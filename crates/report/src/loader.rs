@@ -11,7 +11,10 @@ fn ms(ns: i64) -> String {
     format!("{:.2}", ns as f64 / 1e6)
 }
 
-/// The section; `top` objects and initializers per process (all when None).
+/// The section; `top` processes, objects and initializers per process
+/// (all when None). Processes are detailed when their loader time is at
+/// least a tenth of the busiest one's (all of them with `top` None): a
+/// start that runs a dozen small helpers is read from its main program.
 pub fn render(report: &LoaderReport, style: Style, top: Option<usize>) -> String {
     let mut out = String::new();
     heading(&mut out, style, "Dynamic loader");
@@ -19,7 +22,24 @@ pub fn render(report: &LoaderReport, style: Style, top: Option<usize>) -> String
         let _ = writeln!(out, "  {sight}");
     }
     let shown = top.unwrap_or(usize::MAX);
-    for process in &report.processes {
+    let mut busiest: Vec<&LoaderProcess> = report.processes.iter().collect();
+    busiest.sort_by_key(|p| std::cmp::Reverse(p.loader_ns));
+    if report.processes.len() > 1 {
+        out.push_str(&process_table(&busiest, shown).render(style, "  "));
+        if busiest.len() > shown {
+            let _ = writeln!(
+                out,
+                "  ... {} more processes (--top all shows them)",
+                busiest.len() - shown
+            );
+        }
+    }
+    let most = busiest.first().map_or(0, |p| p.loader_ns);
+    for process in busiest
+        .iter()
+        .filter(|p| top.is_none() || p.loader_ns * 10 >= most)
+        .take(shown)
+    {
         render_process(&mut out, process, report.ready_ns, style, shown);
     }
     if report.processes.len() > 1 {
@@ -36,6 +56,46 @@ pub fn render(report: &LoaderReport, style: Style, top: Option<usize>) -> String
     out
 }
 
+/// One row per process image, most loader time first.
+fn process_table(processes: &[&LoaderProcess], shown: usize) -> Table {
+    let mut table = Table::new(&[
+        ">loader ms",
+        ">exec ms",
+        ">to entry ms",
+        ">objects",
+        ">initializers ms",
+        ">dlopens",
+        ">pages read",
+        "process",
+    ]);
+    for p in processes.iter().take(shown) {
+        let pages: u64 = p.phases.iter().map(|t| t.io.pages_read).sum();
+        table.row(vec![
+            ms(p.loader_ns),
+            p.exec_ns.map(ms).unwrap_or_default(),
+            p.entry_ns.map(ms).unwrap_or_default(),
+            thousands(p.objects.len() as u64),
+            ms(p.initializers_ns),
+            thousands(p.dlopens.len() as u64),
+            thousands(pages),
+            process_label(p),
+        ]);
+    }
+    table
+}
+
+fn process_label(p: &LoaderProcess) -> String {
+    format!(
+        "{} ({}){}",
+        p.comm.as_deref().unwrap_or("?"),
+        p.pid,
+        p.program
+            .as_deref()
+            .map(|path| format!(" {path}"))
+            .unwrap_or_default()
+    )
+}
+
 fn render_process(
     out: &mut String,
     process: &LoaderProcess,
@@ -43,13 +103,7 @@ fn render_process(
     style: Style,
     shown: usize,
 ) {
-    let _ = writeln!(
-        out,
-        "\n  {} ({}) {}",
-        process.comm.as_deref().unwrap_or("?"),
-        process.pid,
-        process.program.as_deref().unwrap_or("")
-    );
+    let _ = writeln!(out, "\n  {}", process_label(process));
     let _ = writeln!(out, "  {}", process_summary(process, ready_ns));
     let mut objects = Table::new(&[
         ">search ms",
@@ -123,10 +177,10 @@ fn object_row(object: &LoaderObject) -> Vec<String> {
     let count = |n: Option<u64>| n.map(thousands).unwrap_or_else(|| "-".into());
     let relocations = object.relocations.as_ref();
     let mut label = if object.main_program {
-        format!(
-            "{} (main program)",
-            object.path.as_deref().unwrap_or("main program")
-        )
+        match &object.path {
+            Some(path) => format!("{path} (main program)"),
+            None => "(main program, file unknown)".into(),
+        }
     } else {
         object.object.clone()
     };
@@ -219,5 +273,122 @@ fn render_initializers(out: &mut String, process: &LoaderProcess, style: Style, 
             "  ... {} more initializers (--top all shows them)",
             calls.len() - shown
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_analyze::{InitializerCall, PagesIo};
+    use coldstart_profile::LoaderPhase;
+
+    fn object(name: &str, search_ms: i64, initializer: Option<(&str, i64)>) -> LoaderObject {
+        LoaderObject {
+            object: name.into(),
+            path: Some(name.into()),
+            main_program: false,
+            origin: ObjectOrigin::Initial,
+            dlopen: None,
+            names: Vec::new(),
+            base: None,
+            first_ns: 0,
+            loader_ns: search_ms * 1_000_000,
+            relocated: true,
+            search_ns: search_ms * 1_000_000,
+            map_ns: 0,
+            relocate_ns: 0,
+            init_ns: 0,
+            references: 0,
+            failed_loads: 0,
+            opens_tried: 3,
+            opens_failed: 2,
+            opens: Vec::new(),
+            relocations: None,
+            relocations_note: Some("gone".into()),
+            lookups: None,
+            initializers: initializer
+                .into_iter()
+                .map(|(name, ms)| InitializerCall {
+                    slot: Some("DT_INIT".into()),
+                    target: None,
+                    address: Some(0x10),
+                    name: Some(name.into()),
+                    raw_name: Some(name.into()),
+                    t_begin_ns: 0,
+                    duration_ns: ms * 1_000_000,
+                    finished: true,
+                })
+                .collect(),
+            pages: PagesIo::default(),
+            io: Vec::new(),
+        }
+    }
+
+    fn process(pid: i32, loader_ms: i64, objects: Vec<LoaderObject>) -> LoaderProcess {
+        LoaderProcess {
+            pid,
+            comm: Some(format!("p{pid}")),
+            program: None,
+            exec_ns: Some(0),
+            start_ns: None,
+            entry_ns: Some(loader_ms * 1_000_000),
+            loader_ns: loader_ms * 1_000_000,
+            initializers: 0,
+            initializers_ns: 0,
+            phases: vec![PhaseTotal {
+                phase: LoaderPhase::Start,
+                spans: 1,
+                unfinished: 0,
+                total_ns: 0,
+                self_ns: 0,
+                io: PagesIo::default(),
+            }],
+            objects,
+            dlopens: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn busy_processes_are_detailed_with_their_top_objects_and_initializers() {
+        let report = LoaderReport {
+            sight: Some("ld.so probes".into()),
+            ready_ns: Some(100_000_000),
+            phases: Vec::new(),
+            outside_loader: PagesIo::default(),
+            processes: vec![
+                process(1, 5, vec![object("/lib/helper.so", 5, None)]),
+                process(
+                    2,
+                    60,
+                    vec![
+                        object("/lib/big.so", 40, Some(("big_init", 3))),
+                        object("/lib/small.so", 20, Some(("small_init", 1))),
+                    ],
+                ),
+            ],
+        };
+        let text = render(&report, Style::Plain, Some(1));
+        // The busiest first in the process table, then only it detailed
+        // (the helper's 5 ms is under a tenth of 60).
+        assert!(text.contains("  ... 1 more processes"), "{text}");
+        assert!(
+            text.contains("p2 (2)\n  exec to entry 60.00 ms (60.0% of the 100.00 ms to ready)")
+        );
+        assert!(!text.contains("helper.so"), "{text}");
+        assert!(text.contains("40.00    0.00         0.00     0.00      3       2         -         -           0  /lib/big.so"), "{text}");
+        assert!(
+            text.contains("  ... 1 more objects (--top all shows them)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("3.00  DT_INIT  big_init  /lib/big.so"),
+            "{text}"
+        );
+        assert!(!text.contains("small_init"), "{text}");
+        // All of it without a limit.
+        let all = render(&report, Style::Plain, None);
+        for shown in ["helper.so", "small.so", "small_init"] {
+            assert!(all.contains(shown), "{shown}: {all}");
+        }
     }
 }
