@@ -6,9 +6,10 @@
 //!
 //! Spans nest by time on their task: the innermost span open at an
 //! instant is what the loader was doing then, so a page event falls into
-//! the innermost span of its own task. A span that never returned ended
-//! when the span holding it did (ld.so unwound it with longjmp), or with
-//! the run when nothing held it.
+//! the innermost span of its own task. A span that never returned (ld.so
+//! unwound it with longjmp) ended right after the last span it held when a
+//! later span of its task could not lie inside it (a dlopen after the
+//! failed one), else when the span holding it did, else with the run.
 
 use crate::loaded::{LoadedRun, event_pages};
 use crate::model::*;
@@ -154,17 +155,38 @@ impl Nesting {
             level: vec![0; spans.len()],
             by_task,
         };
+        // Per span, the latest end of the spans it holds that are known.
+        let mut inner_end: Vec<Option<i64>> = vec![None; spans.len()];
         for order in nesting.by_task.values() {
             let mut open: Vec<usize> = Vec::new();
             for &i in order {
                 let begin = spans[i].t_begin_ns;
                 close_ended(&mut open, &nesting.end, begin);
+                // A span that never returned, open where this one could not
+                // be (a dlopen after a dlopen that failed): ld.so had unwound
+                // it, right after the last thing it did.
+                while let Some(&top) = open.last()
+                    && spans[top].t_end_ns.is_none()
+                    && !can_hold(spans[top].phase, spans[i].phase)
+                {
+                    let end = inner_end[top].unwrap_or(nesting.begin[top]);
+                    nesting.end[top] = end;
+                    open.pop();
+                    if let Some(&holder) = open.last() {
+                        inner_end[holder] = inner_end[holder].max(Some(end));
+                    }
+                }
                 let parent = open.last().copied();
                 let limit = parent.map_or(run_end, |p| nesting.end[p]);
                 let end = spans[i].t_end_ns.unwrap_or(limit).min(limit).max(begin);
                 nesting.end[i] = end;
                 nesting.parent[i] = parent;
                 nesting.level[i] = open.len() as u32;
+                if let Some(p) = parent
+                    && spans[i].t_end_ns.is_some()
+                {
+                    inner_end[p] = inner_end[p].max(Some(end));
+                }
                 open.push(i);
             }
         }
@@ -173,6 +195,21 @@ impl Nesting {
 
     fn duration(&self, i: usize) -> i64 {
         self.end[i] - self.begin[i]
+    }
+}
+
+/// Whether ld.so can be doing `inner` inside `outer` on one task: a load
+/// searches, opens and maps; a dlopen does all but another dlopen (unless
+/// an initializer, which is any code, calls it); an init runs initializers.
+fn can_hold(outer: LoaderPhase, inner: LoaderPhase) -> bool {
+    use LoaderPhase::*;
+    match outer {
+        Start | Initializer => true,
+        Load => matches!(inner, Search | Open | Map),
+        Search => inner == Open,
+        Init => inner == Initializer,
+        Dlopen => !matches!(inner, Dlopen | Start | Entry),
+        Map | Open | Relocate | Entry => false,
     }
 }
 
@@ -399,6 +436,18 @@ impl<'a> SpanFacts<'a> {
             holds_file,
         }
     }
+
+    /// Whether a span of `phase` holds span `i`.
+    fn inside(&self, i: usize, phase: LoaderPhase) -> bool {
+        let mut at = self.nesting.parent[i];
+        while let Some(p) = at {
+            if self.spans[p].phase == phase {
+                return true;
+            }
+            at = self.nesting.parent[p];
+        }
+        false
+    }
 }
 
 fn phase_slot(phase: LoaderPhase) -> usize {
@@ -494,6 +543,10 @@ fn process_report(
         .map(|i| dlopen_call(facts, i))
         .collect();
     let start_ns = start.map(|s| facts.nesting.duration(s));
+    let dlopen_ns = of_phase(LoaderPhase::Dlopen)
+        .filter(|&i| !facts.inside(i, LoaderPhase::Dlopen))
+        .map(|i| facts.nesting.duration(i))
+        .sum::<i64>();
     LoaderProcess {
         pid,
         comm: process.and_then(|p| p.comm.clone()),
@@ -501,8 +554,8 @@ fn process_report(
         exec_ns,
         start_ns,
         entry_ns,
-        loader_ns: entry_ns.or(start_ns).unwrap_or(0)
-            + dlopens.iter().map(|d| d.duration_ns).sum::<i64>(),
+        dlopen_ns,
+        loader_ns: entry_ns.or(start_ns).unwrap_or(0) + dlopen_ns,
         initializers: of_phase(LoaderPhase::Initializer).count() as u64,
         initializers_ns: of_phase(LoaderPhase::Initializer)
             .map(|i| facts.nesting.duration(i))

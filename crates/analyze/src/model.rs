@@ -290,8 +290,11 @@ pub struct LoaderProcess {
     pub start_ns: Option<i64>,
     /// Exec until the jump to the program's entry (initializers included).
     pub entry_ns: Option<i64>,
+    /// Time in `dlopen` calls, a dlopen an initializer made inside another
+    /// counted once.
+    pub dlopen_ns: i64,
     /// The loader's time in this image: `entry_ns` (or `start_ns` when no
-    /// entry was seen) plus the time in `dlopen` calls.
+    /// entry was seen) plus `dlopen_ns`.
     pub loader_ns: i64,
     /// Initializers ld.so ran and their summed time (dlopen'd ones too).
     pub initializers: u64,

@@ -651,3 +651,109 @@ fn a_process_that_execs_twice_has_two_images_and_only_the_last_names_its_program
     assert_eq!(last.path.as_deref(), Some("/bin/app"));
     assert_eq!(last.relocate_ns, 2 * MS);
 }
+
+#[test]
+fn a_dlopen_that_never_returned_ended_with_its_last_open_when_another_dlopen_follows() {
+    use LoaderPhase::*;
+    // dlopen("libe.so") at 10 ms: its load's one open fails at 14 ms and
+    // ld.so unwinds both with longjmp (no return). A dlopen("libf.so")
+    // from 20 to 30 ms on the same task shows they had ended: dlopens do
+    // not nest, unless an initializer makes one: libf's runs from 26 to
+    // 29 ms and dlopens libg.so from 27 to 28. Task 100 reads at 13 ms
+    // (the open), 16 ms (outside) and 25 ms (the second dlopen).
+    let mut second = on(span(APP, Dlopen, 20, Some(30)), "/lib/libf.so", None);
+    second.detail = Some("libf.so".into());
+    second.result = Some(1);
+    let spans = vec![
+        span(APP, Start, 0, Some(5)),
+        detail(span(APP, Dlopen, 10, None), "libe.so"),
+        depth(detail(span(APP, Load, 11, None), "libe.so"), 1),
+        open(APP, 12, 14, "/lib/libe.so", -2),
+        second,
+        depth(on(span(APP, Init, 26, Some(29)), "/lib/libf.so", None), 1),
+        depth(
+            on(span(APP, Initializer, 26, Some(29)), "/lib/libf.so", None),
+            2,
+        ),
+        depth(detail(span(APP, Dlopen, 27, Some(28)), "libg.so"), 3),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
+    let run = profile.begin_run(&handmade::run_start(4096, 128)).unwrap();
+    use PageEventKind::Read;
+    profile
+        .write(
+            run,
+            &Batch {
+                files: vec![file("/bin/app", 1), file("/lib/liba.so", 2)],
+                processes: vec![handmade::process(APP, Some(APP), "app", true)],
+                page_events: vec![
+                    event(APP, 13 * MS, 1, Read),
+                    event(APP, 16 * MS, 1, Read),
+                    event(APP, 25 * MS, 2, Read),
+                ],
+                loader_spans: spans,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    profile
+        .end_run(
+            run,
+            &RunEnd {
+                ended_ns: 100 * MS,
+                end_reason: EndReason::Exited,
+                exit_code: Some(0),
+                exit_signal: None,
+                root_pid: Some(APP),
+            },
+        )
+        .unwrap();
+    let (report, timeline) = analyze(&profile, &reading_files()).unwrap();
+    let ends: Vec<(LoaderPhase, i64, i64, u32)> = timeline
+        .loader
+        .iter()
+        .filter(|b| b.t_begin_ns >= 10 * MS)
+        .map(|b| (b.phase, b.t_begin_ns / MS, b.t_end_ns / MS, b.depth))
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            (Dlopen, 10, 14, 0),
+            (Dlopen, 20, 30, 0),
+            (Load, 11, 14, 1),
+            (Init, 26, 29, 1),
+            (Open, 12, 14, 2),
+            (Initializer, 26, 29, 2),
+            (Dlopen, 27, 28, 3),
+        ]
+    );
+    let loader = report.loader.unwrap();
+    let app = &loader.processes[0];
+    let dlopens: Vec<(Option<&str>, Option<bool>, i64)> = app
+        .dlopens
+        .iter()
+        .map(|d| (d.name.as_deref(), d.succeeded, d.duration_ns))
+        .collect();
+    assert_eq!(
+        dlopens,
+        [
+            (Some("libe.so"), None, 4 * MS),
+            (Some("libf.so"), Some(true), 10 * MS),
+            (Some("libg.so"), None, MS),
+        ]
+    );
+    // libg's dlopen lies inside libf's: counted once. No entry: the start.
+    assert_eq!(app.dlopen_ns, 14 * MS);
+    assert_eq!(app.loader_ns, 5 * MS + 14 * MS);
+    let libe = app.objects.iter().find(|o| o.object == "libe.so").unwrap();
+    assert_eq!((libe.failed_loads, libe.opens_failed), (1, 1));
+    assert_eq!(libe.pages, io(1, 0));
+    let libf = app
+        .objects
+        .iter()
+        .find(|o| o.object == "/lib/libf.so")
+        .unwrap();
+    assert_eq!(libf.pages, io(2, 0));
+    assert_eq!(loader.outside_loader, io(1, 0));
+}

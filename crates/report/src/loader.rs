@@ -158,7 +158,6 @@ fn process_summary(process: &LoaderProcess, ready_ns: Option<i64>) -> String {
         ms(process.initializers_ns)
     ));
     if !process.dlopens.is_empty() {
-        let ns: i64 = process.dlopens.iter().map(|d| d.duration_ns).sum();
         let failed = process
             .dlopens
             .iter()
@@ -167,7 +166,7 @@ fn process_summary(process: &LoaderProcess, ready_ns: Option<i64>) -> String {
         parts.push(format!(
             "{} dlopen calls {} ms ({failed} failed)",
             process.dlopens.len(),
-            ms(ns)
+            ms(process.dlopen_ns)
         ));
     }
     parts.join(", ")
@@ -332,6 +331,7 @@ mod tests {
             exec_ns: Some(0),
             start_ns: None,
             entry_ns: Some(loader_ms * 1_000_000),
+            dlopen_ns: 0,
             loader_ns: loader_ms * 1_000_000,
             initializers: 0,
             initializers_ns: 0,
