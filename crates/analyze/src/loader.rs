@@ -609,16 +609,7 @@ fn object_report(
     let base = spans.iter().find_map(|&i| span(i).base);
     let loads = load_outcomes(facts, spans);
     let (origin, dlopen) = origin(facts, spans);
-    let opens: Vec<OpenAttempt> = spans
-        .iter()
-        .filter(|&&i| span(i).phase == LoaderPhase::Open)
-        .map(|&i| OpenAttempt {
-            path: span(i).detail.clone(),
-            result: span(i).t_end_ns.and(span(i).result),
-            t_begin_ns: span(i).t_begin_ns,
-            duration_ns: facts.nesting.duration(i),
-        })
-        .collect();
+    let opens = open_attempts(facts, spans);
     let lookups = spans
         .iter()
         .filter(|&&i| span(i).phase == LoaderPhase::Relocate)
@@ -627,13 +618,7 @@ fn object_report(
     let file = file_id.and_then(|id| files.file(id));
     let (relocations, relocations_note) = match files.relocations(file, key) {
         Ok(relocations) => (Some(relocations), None),
-        Err(_) if main_unknown => (
-            None,
-            Some(
-                "the process exec'd another program later: the trace named only that one's file"
-                    .into(),
-            ),
-        ),
+        Err(_) if main_unknown => (None, Some(REPLACED_PROGRAM.into())),
         Err(note) => (None, Some(note)),
     };
     let initializers = spans
@@ -677,6 +662,25 @@ fn object_report(
         }),
         io,
     }
+}
+
+/// Why a main program replaced by a later exec has no relocations.
+const REPLACED_PROGRAM: &str =
+    "the process exec'd another program later: the trace named only that one's file";
+
+/// The open attempts among an object's spans, in order.
+fn open_attempts(facts: &SpanFacts<'_>, spans: &[usize]) -> Vec<OpenAttempt> {
+    spans
+        .iter()
+        .map(|&i| (i, facts.spans[i]))
+        .filter(|(_, span)| span.phase == LoaderPhase::Open)
+        .map(|(i, span)| OpenAttempt {
+            path: span.detail.clone(),
+            result: span.t_end_ns.and(span.result),
+            t_begin_ns: span.t_begin_ns,
+            duration_ns: facts.nesting.duration(i),
+        })
+        .collect()
 }
 
 /// What an object's loads found.
