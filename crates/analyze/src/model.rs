@@ -18,6 +18,9 @@ pub struct RunReport {
     pub outside_files: Vec<OutsideFile>,
     pub processes: Vec<ProcessInfo>,
     pub warnings: Vec<String>,
+    /// The dynamic loader's phases per process and object, for runs traced
+    /// with `--loader`; None otherwise.
+    pub loader: Option<LoaderReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -177,8 +180,11 @@ pub struct LoaderBand {
     /// The object's path as the loader named it ("" is the main program).
     pub object: Option<String>,
     pub t_begin_ns: i64,
-    /// The end of the run when the span never ended.
+    /// When the span never ended: the end of the span holding it (ld.so
+    /// unwound it), or of the run for an outermost one.
     pub t_end_ns: i64,
+    /// Nesting among the task's spans by time, 0 outermost: a load inside
+    /// `start` is 1, its search 2, an open attempt 3.
     pub depth: u32,
 }
 
@@ -218,4 +224,221 @@ pub struct Band {
     pub name: String,
     pub offset: u64,
     pub size: u64,
+}
+
+/// What the dynamic loader did in a run traced with `coldstart trace
+/// --loader`: per process and per object, the time of each phase, the I/O
+/// that happened in it, relocations and initializers.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoaderReport {
+    /// What the loader trace could and could not see (the run's `loader`
+    /// note in the profile).
+    pub sight: Option<String>,
+    /// When the program was ready, for comparison (as `run.ready_ns`).
+    pub ready_ns: Option<i64>,
+    /// Per phase over every process, in phase order.
+    pub phases: Vec<PhaseTotal>,
+    /// Page events of the tree that fell in no loader span.
+    pub outside_loader: PagesIo,
+    /// One per program image (a process from one exec), first started first.
+    pub processes: Vec<LoaderProcess>,
+}
+
+/// Pages the tree's page events covered: each event's pages summed, so a
+/// page read or touched twice counts twice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PagesIo {
+    /// Pages entering the page cache.
+    pub pages_read: u64,
+    /// Pages touched (faults, read(), user faults; reads too when
+    /// readahead was off), as `files[].pages_touched` counts them.
+    pub pages_touched: u64,
+}
+
+/// One phase's spans and the I/O that happened while it was the innermost
+/// span of its task.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseTotal {
+    pub phase: coldstart_profile::LoaderPhase,
+    pub spans: u64,
+    /// Of those, spans that never returned (unwound by an error, or still
+    /// running when the run ended).
+    pub unfinished: u64,
+    /// Summed lengths. Phases nest (a load holds its search and map), so
+    /// totals of different phases overlap.
+    pub total_ns: i64,
+    /// Summed lengths less the spans nested in them: time the phase was
+    /// the innermost. Self times of all phases add up to the loader's time.
+    pub self_ns: i64,
+    #[serde(flatten)]
+    pub io: PagesIo,
+}
+
+/// The loader's work in one program image: a process from one exec (or a
+/// forked process that never exec'd).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoaderProcess {
+    /// The process (thread group) id.
+    pub pid: i32,
+    pub comm: Option<String>,
+    /// The main program's file, when the trace resolved it.
+    pub program: Option<String>,
+    /// When it exec'd: the `start` span's beginning.
+    pub exec_ns: Option<i64>,
+    /// Length of the `start` span: exec until the initial set of objects is
+    /// loaded and relocated.
+    pub start_ns: Option<i64>,
+    /// Exec until the jump to the program's entry (initializers included).
+    pub entry_ns: Option<i64>,
+    /// Time in `dlopen` calls, a dlopen an initializer made inside another
+    /// counted once.
+    pub dlopen_ns: i64,
+    /// The loader's time in this image: `entry_ns` (or `start_ns` when no
+    /// entry was seen) plus `dlopen_ns`.
+    pub loader_ns: i64,
+    /// Initializers ld.so ran and their summed time (dlopen'd ones too).
+    pub initializers: u64,
+    pub initializers_ns: i64,
+    pub phases: Vec<PhaseTotal>,
+    /// Most loader time first (search + map + relocate + init).
+    pub objects: Vec<LoaderObject>,
+    /// Each `dlopen` call in order.
+    pub dlopens: Vec<DlopenCall>,
+}
+
+/// How an object came into the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectOrigin {
+    /// The program, ld.so, or a library of the initial set (DT_NEEDED).
+    Initial,
+    /// Loaded inside a `dlopen` call.
+    Dlopen,
+}
+
+/// What the loader spent on one object of one process.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoaderObject {
+    /// As the loader names it: link_map `l_name` (a path), `""` for the
+    /// main program; for a load that failed, the name asked for.
+    pub object: String,
+    /// Its file's path from the profile's files, when known.
+    pub path: Option<String>,
+    pub main_program: bool,
+    pub origin: ObjectOrigin,
+    /// With origin `dlopen`: the name the `dlopen` call that brought it in
+    /// asked for (itself, or an object depending on it).
+    pub dlopen: Option<String>,
+    /// Names the loads of it asked for, in first-asked order.
+    pub names: Vec<String>,
+    /// Load bias (`l_addr`).
+    pub base: Option<u64>,
+    /// Its first span's beginning.
+    pub first_ns: i64,
+    /// search + map + relocate + init.
+    pub loader_ns: i64,
+    /// ld.so relocated it (a `relocate` span).
+    pub relocated: bool,
+    pub search_ns: i64,
+    pub map_ns: i64,
+    pub relocate_ns: i64,
+    /// `call_init`, its initializers included.
+    pub init_ns: i64,
+    /// Loads that found it already loaded (no search, no map).
+    pub references: u64,
+    /// Loads that never returned (ld.so gave up: a library not found).
+    pub failed_loads: u64,
+    pub opens_tried: u64,
+    /// Opens that returned an error (result < 0).
+    pub opens_failed: u64,
+    /// Each open attempt of its search, in order.
+    pub opens: Vec<OpenAttempt>,
+    /// From its file's ELF; None when it could not be read (see
+    /// `relocations_note`).
+    pub relocations: Option<ObjectRelocations>,
+    pub relocations_note: Option<String>,
+    /// Symbol lookups its relocation made, when counted (`trace
+    /// --loader-lookups`).
+    pub lookups: Option<u64>,
+    /// In the order they ran.
+    pub initializers: Vec<InitializerCall>,
+    /// I/O in its phases, the sum of `io`.
+    #[serde(flatten)]
+    pub pages: PagesIo,
+    /// Per phase with any I/O, in phase order.
+    pub io: Vec<PhaseIo>,
+}
+
+/// Pages of one phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseIo {
+    pub phase: coldstart_profile::LoaderPhase,
+    #[serde(flatten)]
+    pub io: PagesIo,
+}
+
+/// One open the loader tried while searching for an object.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenAttempt {
+    pub path: Option<String>,
+    /// The fd, or -errno; None when it never returned.
+    pub result: Option<i64>,
+    pub t_begin_ns: i64,
+    pub duration_ns: i64,
+}
+
+/// The relocations the loader applies to an object, by kind, read from its
+/// file as `coldstart inspect` counts them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectRelocations {
+    pub total: u64,
+    /// R_*_RELATIVE entries and decoded DT_RELR addresses.
+    pub relative: u64,
+    /// Relocations naming a symbol (each a lookup), PLT slots included.
+    pub symbolic: u64,
+    /// Neither: R_*_IRELATIVE (an ifunc resolver call each), TLS offsets
+    /// without a symbol.
+    pub other: u64,
+    /// R_*_JUMP_SLOT: PLT slots, bound at load time only with `bind_now`.
+    pub plt: u64,
+    /// Of `relative`, the addresses DT_RELR encodes.
+    pub relr: u64,
+    pub bind_now: bool,
+    /// Type name -> count, DT_RELR excluded (it has no type).
+    pub by_type: std::collections::BTreeMap<String, u64>,
+}
+
+/// One DT_INIT or DT_INIT_ARRAY entry ld.so called.
+#[derive(Debug, Clone, Serialize)]
+pub struct InitializerCall {
+    /// `DT_INIT` or `DT_INIT_ARRAY[i]`.
+    pub slot: Option<String>,
+    /// The function's run-time address.
+    pub target: Option<u64>,
+    /// target - base: its address in the object's file.
+    pub address: Option<u64>,
+    /// The symbol covering `address`, demangled; None when no symbol does
+    /// or the file could not be read.
+    pub name: Option<String>,
+    pub raw_name: Option<String>,
+    pub t_begin_ns: i64,
+    pub duration_ns: i64,
+    /// False when it never returned before its object's init did, or the
+    /// run ended.
+    pub finished: bool,
+}
+
+/// One `dlopen` call.
+#[derive(Debug, Clone, Serialize)]
+pub struct DlopenCall {
+    /// The task that called it.
+    pub pid: i32,
+    /// The name asked for.
+    pub name: Option<String>,
+    /// The object it returned.
+    pub object: Option<String>,
+    /// None when it never returned.
+    pub succeeded: Option<bool>,
+    pub t_begin_ns: i64,
+    pub duration_ns: i64,
 }

@@ -6,11 +6,12 @@
 //! files only other processes read are listed apart.
 
 use crate::loaded::{LoadedRun, event_pages, page_offset};
+use crate::loader::analyze_loader;
 use crate::model::*;
 use crate::pages::{self, PageSet, Request};
 use coldstart_binary::OffsetIndex;
 use coldstart_profile::{
-    File, FileId, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
+    File, FileId, LoaderSpan, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
 };
 use globset::GlobMatcher;
 use std::collections::HashMap;
@@ -35,11 +36,18 @@ pub type Result<T> = std::result::Result<T, coldstart_profile::Error>;
 /// Analyses one run of a profile.
 pub fn analyze(profile: &Profile, options: &Options) -> Result<(RunReport, Timeline)> {
     let loaded = LoadedRun::load(profile, options.run)?;
-    Ok(report(profile, &loaded, options))
+    let loader_spans = profile.loader_spans(loaded.id())?;
+    Ok(report(profile, &loaded, &loader_spans, options))
 }
 
-/// The report and timeline of a run already loaded from `profile`.
-pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunReport, Timeline) {
+/// The report and timeline of a run already loaded from `profile`, with
+/// its loader spans.
+pub fn report(
+    profile: &Profile,
+    loaded: &LoadedRun,
+    loader_spans: &[LoaderSpan],
+    options: &Options,
+) -> (RunReport, Timeline) {
     let run = &loaded.run;
     let page_size = loaded.page_size();
     let names: HashMap<i32, &Process> = loaded.processes.iter().map(|p| (p.pid, p)).collect();
@@ -99,6 +107,9 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
     let ready_ns = loaded.ready_ns();
     let process_infos: Vec<ProcessInfo> = loaded.tree_processes().cloned().collect();
     let totals = totals(&reports);
+    let loader = analyze_loader(loaded, loader_spans, options.attribute);
+    let mut warnings = run_warnings(run);
+    warnings.extend(loader.warnings);
     let report = RunReport {
         profile: profile.path().display().to_string(),
         run: run_info(loaded),
@@ -106,7 +117,8 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
         files: reports,
         outside_files: outside,
         processes: process_infos.clone(),
-        warnings: run_warnings(run),
+        warnings,
+        loader: loader.report,
     };
     let timeline = Timeline {
         page_size,
@@ -114,7 +126,7 @@ pub fn report(profile: &Profile, loaded: &LoadedRun, options: &Options) -> (RunR
         ended_ns: run.ended_ns,
         files: timelines,
         processes: process_infos,
-        loader: Vec::new(),
+        loader: loader.bands,
     };
     (report, timeline)
 }
@@ -367,8 +379,9 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
-/// The file's offset index, if it is still the file that was traced.
-fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
+/// The file's path, if it is still the file that was traced (same size
+/// and mtime); else why not.
+pub(crate) fn traced_path(file: &File) -> std::result::Result<&Path, String> {
     use std::os::unix::fs::MetadataExt;
     let Some(path) = &file.path else {
         return Err("path unknown".into());
@@ -376,12 +389,21 @@ fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it now: {e}"))?;
     let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
     if file.size.is_some_and(|s| s != meta.size()) || file.mtime_ns.is_some_and(|m| m != mtime_ns) {
-        return Err(
-            "changed since the trace (size or mtime differ): sections and symbols not attributed"
-                .into(),
-        );
+        return Err("changed since the trace (size or mtime differ)".into());
     }
-    let index = OffsetIndex::from_path(Path::new(path)).map_err(|e| {
+    Ok(Path::new(path))
+}
+
+/// The file's offset index, if it is still the file that was traced.
+pub(crate) fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
+    let path = traced_path(file).map_err(|note| {
+        if note.starts_with("changed") {
+            format!("{note}: sections and symbols not attributed")
+        } else {
+            note
+        }
+    })?;
+    let index = OffsetIndex::from_path(path).map_err(|e| {
         let text = e.to_string();
         if text.contains("not") && !text.contains("ELF") {
             format!("not ELF: {text}")

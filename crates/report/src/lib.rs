@@ -8,6 +8,7 @@ pub mod demo;
 pub mod evict;
 pub mod html;
 pub mod inspect;
+pub mod loader;
 pub mod misses;
 pub mod order;
 pub mod pack;

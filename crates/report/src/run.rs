@@ -1,5 +1,6 @@
 //! `coldstart report` and `coldstart runs` as text: the run, the totals,
-//! one row per file, then per ELF file its sections and first symbols.
+//! one row per file, then per ELF file its sections and first symbols, then
+//! the dynamic loader's phases when the run traced them.
 
 use crate::table::{Style, Table, heading, thousands};
 use coldstart_analyze::{FileReport, RunReport};
@@ -178,6 +179,9 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
 
     for f in report.files.iter().take(shown) {
         render_file(&mut out, f, view);
+    }
+    if let Some(loader) = &report.loader {
+        out.push_str(&crate::loader::render(loader, style, view.files));
     }
     out
 }

@@ -197,6 +197,7 @@ fn report(lost_events: u64) -> RunReport {
         outside_files: Vec::new(),
         processes: vec![process(100, 100, "app"), process(101, 100, "worker")],
         warnings: vec!["a <warning> & more".into()],
+        loader: None,
     }
 }
 
