@@ -904,7 +904,7 @@ impl RunAssembly<'_> {
             } => {
                 self.add_exec(t_ns, *pid, *old_pid, filename);
                 if let Some(loader) = &mut self.loader {
-                    loader.exec(*pid, t_ns);
+                    loader.exec(*pid, t_ns, filename);
                 }
             }
             EventKind::Loader(hit) => {
@@ -1072,21 +1072,17 @@ impl RunAssembly<'_> {
 }
 
 impl RunAssembly<'_> {
-    /// Names each span's file: the object's path as the loader gave it,
-    /// or for the main program (which the loader calls "") the file its
-    /// process exec'd. Files not yet in the run are added.
-    fn loader_files(&mut self, mut spans: Vec<LoaderSpan>) -> Vec<LoaderSpan> {
+    /// Names each span's file from the path the span assembly found for
+    /// it (the main program's is the file its task had exec'd when the
+    /// span began). Files not yet in the run are added.
+    fn loader_files(&mut self, spans: Vec<(LoaderSpan, Option<String>)>) -> Vec<LoaderSpan> {
         let mut by_path: HashMap<String, Option<i64>> = HashMap::new();
-        for span in &mut spans {
-            let path = match span.object.as_deref() {
-                Some("") => {
-                    let tgid = self.tgid_of.get(&span.pid).copied().unwrap_or(span.pid);
-                    self.processes.get(&tgid).and_then(|p| p.exe.clone())
-                }
-                Some(path) => Some(path.to_string()),
-                None => None,
+        let mut named = Vec::with_capacity(spans.len());
+        for (mut span, path) in spans {
+            let Some(path) = path else {
+                named.push(span);
+                continue;
             };
-            let Some(path) = path else { continue };
             let id = match by_path.get(&path) {
                 Some(id) => *id,
                 None => {
@@ -1101,8 +1097,9 @@ impl RunAssembly<'_> {
                 }
             };
             span.file_id = id;
+            named.push(span);
         }
-        spans
+        named
     }
 }
 

@@ -17,6 +17,8 @@ struct Task {
     open_sp: Vec<Option<u64>>,
     /// When the task's process exec'd: rtld's own start begins there.
     exec_ns: Option<i64>,
+    /// What it exec'd: the file of the main program ("" to the loader).
+    exe: Option<String>,
     /// DT_INIT_ARRAY entries called so far by the innermost `init`.
     array_calls: u32,
 }
@@ -25,6 +27,9 @@ struct Task {
 #[derive(Default)]
 pub struct SpanAssembly {
     spans: Vec<LoaderSpan>,
+    /// Per span, the file its object names: the path itself, or for the
+    /// main program the file its task had exec'd when the span began.
+    files: Vec<Option<String>>,
     tasks: HashMap<i32, Task>,
     count_lookups: bool,
     /// The stack pointer of the hit being added, for the span it opens.
@@ -41,12 +46,14 @@ impl SpanAssembly {
         }
     }
 
-    /// Task `tid` exec'd at `t_ns`: the loader starts over in it.
-    pub fn exec(&mut self, tid: i32, t_ns: i64) {
+    /// Task `tid` exec'd `filename` at `t_ns`: the loader starts over in
+    /// it, and "" names that file until the next exec.
+    pub fn exec(&mut self, tid: i32, t_ns: i64, filename: &str) {
         let task = self.tasks.entry(tid).or_default();
         task.open.clear();
         task.open_sp.clear();
         task.exec_ns = Some(t_ns);
+        task.exe = Some(filename.to_string());
     }
 
     pub fn add(&mut self, tid: i32, t_ns: i64, hit: &LoaderHit) {
@@ -112,23 +119,45 @@ impl SpanAssembly {
                 if let Some(begin) = exec_ns {
                     let mut span = self.span(tid, LoaderPhase::Start, begin);
                     span.t_end_ns = Some(t_ns);
-                    self.spans.push(span);
+                    self.push(span);
                 }
             }
             Probe::Entry => {
                 let mut span = self.span(tid, LoaderPhase::Entry, t_ns);
                 span.t_end_ns = Some(t_ns);
                 span.target = hit.target;
-                self.spans.push(span);
+                self.push(span);
             }
         }
     }
 
-    /// The spans, in the order they began; those still open never ended.
-    pub fn finish(self) -> Vec<LoaderSpan> {
-        let mut spans = self.spans;
-        spans.sort_by_key(|s| s.t_begin_ns);
+    /// The spans, in the order they began (those still open never
+    /// ended), each with the path of its object's file when known.
+    pub fn finish(self) -> Vec<(LoaderSpan, Option<String>)> {
+        let exe: HashMap<usize, Option<String>> = self.files.into_iter().enumerate().collect();
+        let mut spans: Vec<(LoaderSpan, Option<String>)> = self
+            .spans
+            .into_iter()
+            .enumerate()
+            .map(|(i, span)| {
+                let file = match span.object.as_deref() {
+                    Some("") => exe.get(&i).cloned().flatten(),
+                    Some(path) => Some(path.to_string()),
+                    None => None,
+                };
+                (span, file)
+            })
+            .collect();
+        spans.sort_by_key(|(s, _)| s.t_begin_ns);
         spans
+    }
+
+    /// Adds a span that is not held open, noting its task's program.
+    fn push(&mut self, span: LoaderSpan) -> usize {
+        let exe = self.tasks.get(&span.pid).and_then(|t| t.exe.clone());
+        self.spans.push(span);
+        self.files.push(exe);
+        self.spans.len() - 1
     }
 
     fn task(&mut self, tid: i32) -> &mut Task {
@@ -167,8 +196,7 @@ impl SpanAssembly {
     }
 
     fn open(&mut self, tid: i32, span: LoaderSpan) {
-        let index = self.spans.len();
-        self.spans.push(span);
+        let index = self.push(span);
         let sp = self.pending_sp;
         let task = self.task(tid);
         task.open.push(index);
@@ -250,7 +278,7 @@ impl SpanAssembly {
                 span.depth += 1;
             }
         }
-        self.spans.push(search);
+        self.push(search);
         let mut map = self.span(tid, LoaderPhase::Map, t_ns);
         map.object = hit.path.clone();
         self.open(tid, map);
@@ -343,7 +371,7 @@ mod tests {
         a.add(7, 14, &opened);
         a.add(7, 15, &hit(Probe::MapFile, Some("/y/liba.so"), Some(950)));
         a.add(7, 20, &hit(Probe::LoadReturn, Some("/y/liba.so"), None));
-        let spans = a.finish();
+        let spans: Vec<LoaderSpan> = a.finish().into_iter().map(|(s, _)| s).collect();
         assert_eq!(
             phases(&spans),
             vec![
@@ -371,7 +399,7 @@ mod tests {
         let mut returned = hit(Probe::DlopenReturn, Some("/l/libc2.so"), None);
         returned.value = Some(0x5555_0000);
         a.add(7, 40, &returned);
-        let spans = a.finish();
+        let spans: Vec<LoaderSpan> = a.finish().into_iter().map(|(s, _)| s).collect();
         assert_eq!(
             phases(&spans),
             vec![
@@ -400,7 +428,7 @@ mod tests {
         a.add(9, 110, &call(true, 0x7200));
         a.add(9, 120, &call(true, 0x7300));
         a.add(9, 125, &hit(Probe::InitReturn, None, None));
-        let spans = a.finish();
+        let spans: Vec<LoaderSpan> = a.finish().into_iter().map(|(s, _)| s).collect();
         assert_eq!(
             phases(&spans),
             vec![
@@ -429,7 +457,7 @@ mod tests {
         a.add(3, 4, &hit(Probe::RelocateReturn, None, None));
         a.add(3, 5, &hit(Probe::Relocate, Some("/l/libc.so"), Some(600)));
         a.add(3, 6, &hit(Probe::RelocateReturn, None, None));
-        let spans = a.finish();
+        let spans: Vec<LoaderSpan> = a.finish().into_iter().map(|(s, _)| s).collect();
         assert_eq!(spans[0].lookups, Some(2));
         assert_eq!(spans[1].lookups, Some(0));
     }
