@@ -35,16 +35,9 @@ import sys
 import tempfile
 
 from benchlib import build_coldstart, describe, ensure_installed, median_ci95, timed
+from trace_firefox import FIREFOX, firefox_argv, machine
 
-FIREFOX = "/usr/bin/firefox-esr"
 MAX_OVERHEAD = 1.05
-
-
-def firefox_argv(work):
-    profile = os.path.join(work, "firefox-profile")
-    os.makedirs(profile, exist_ok=True)
-    return [FIREFOX, "--headless", "--no-remote", "--profile", profile,
-            "--screenshot", os.path.join(work, "shot.png"), "about:blank"]
 
 
 def trace(coldstart, db, argv, loader):
@@ -113,16 +106,6 @@ def traced_figures(db, run_id):
         "relocate": sum(s[2] - s[1] for s in inside if s[0] == "relocate") / 1e9,
         "load": sum(s[2] - s[1] for s in inside if s[0] == "load") / 1e9,
     }
-
-
-def machine():
-    ra = "unknown"
-    try:
-        with open("/sys/class/bdi/254:0/read_ahead_kb") as f:
-            ra = f.read().strip()
-    except OSError:
-        pass
-    return f"kernel {os.uname().release}, {os.cpu_count()} CPUs, read_ahead_kb {ra} (vda)"
 
 
 def overlap(a, b):
