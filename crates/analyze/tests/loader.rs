@@ -5,7 +5,7 @@
 use coldstart_analyze::{Options, analyze};
 use coldstart_profile::handmade;
 use coldstart_profile::{
-    Batch, EndReason, LoaderPhase, LoaderSpan, NewFile, PageEvent, PageEventKind, Profile, RunEnd,
+    Batch, LoaderPhase, LoaderSpan, NewFile, PageEvent, PageEventKind, Profile,
 };
 use std::collections::BTreeMap;
 
@@ -212,16 +212,7 @@ fn write_run(profile: &mut Profile, spans: Vec<LoaderSpan>, loader: Option<&str>
         profile.set_run_loader(run, loader).unwrap();
     }
     profile
-        .end_run(
-            run,
-            &RunEnd {
-                ended_ns: 100 * MS,
-                end_reason: EndReason::Exited,
-                exit_code: Some(0),
-                exit_signal: None,
-                root_pid: Some(APP),
-            },
-        )
+        .end_run(run, &handmade::exited(100 * MS, APP))
         .unwrap();
 }
 
@@ -537,16 +528,7 @@ fn fixture_run(lib: NewFile, targets: [u64; 3]) -> (tempfile::TempDir, Profile) 
         )
         .unwrap();
     profile
-        .end_run(
-            run,
-            &RunEnd {
-                ended_ns: 40 * MS,
-                end_reason: EndReason::Exited,
-                exit_code: Some(0),
-                exit_signal: None,
-                root_pid: Some(APP),
-            },
-        )
+        .end_run(run, &handmade::exited(40 * MS, APP))
         .unwrap();
     (dir, profile)
 }
@@ -698,16 +680,7 @@ fn a_dlopen_that_never_returned_ended_with_its_last_open_when_another_dlopen_fol
         )
         .unwrap();
     profile
-        .end_run(
-            run,
-            &RunEnd {
-                ended_ns: 100 * MS,
-                end_reason: EndReason::Exited,
-                exit_code: Some(0),
-                exit_signal: None,
-                root_pid: Some(APP),
-            },
-        )
+        .end_run(run, &handmade::exited(100 * MS, APP))
         .unwrap();
     let (report, timeline) = analyze(&profile, &reading_files()).unwrap();
     let ends: Vec<(LoaderPhase, i64, i64, u32)> = timeline

@@ -2,7 +2,7 @@
 //! examples, so each test states only what it is about (its pages, pids,
 //! readahead) instead of writing a whole run header again.
 
-use crate::{CacheMode, Process, RunStart};
+use crate::{CacheMode, EndReason, Process, RunEnd, RunStart};
 
 /// A cold run of `/bin/app` by uid 1000 on kernel 6.18.0, fault-around 64
 /// KiB, with the page size and the read_ahead_kb the test is about.
@@ -35,5 +35,16 @@ pub fn process(pid: i32, tgid: Option<i32>, comm: &str, in_tree: bool) -> Proces
         t_start_ns: Some(0),
         t_end_ns: None,
         in_tree,
+    }
+}
+
+/// The end of a run whose program `root_pid` exited with 0 at `ended_ns`.
+pub fn exited(ended_ns: i64, root_pid: i32) -> RunEnd {
+    RunEnd {
+        ended_ns,
+        end_reason: EndReason::Exited,
+        exit_code: Some(0),
+        exit_signal: None,
+        root_pid: Some(root_pid),
     }
 }
