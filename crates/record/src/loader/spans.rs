@@ -9,12 +9,19 @@ use crate::tracefs::events::LoaderHit;
 use coldstart_profile::{LoaderPhase, LoaderSpan};
 use std::collections::HashMap;
 
-/// A task's open spans, outermost first, as indexes into `spans`, with
-/// the stack pointer at their entry when the probe fetched it.
+/// A span held open on its task's stack.
+#[derive(Clone, Copy)]
+struct Frame {
+    /// Index into the assembly's spans.
+    span: usize,
+    /// The stack pointer at the entry probe.
+    sp: Option<u64>,
+}
+
+/// A task's state: its open spans, outermost first.
 #[derive(Default)]
 struct Task {
-    open: Vec<usize>,
-    open_sp: Vec<Option<u64>>,
+    open: Vec<Frame>,
     /// When the task's process exec'd: rtld's own start begins there.
     exec_ns: Option<i64>,
     /// What it exec'd: the file of the main program ("" to the loader).
@@ -32,8 +39,6 @@ pub struct SpanAssembly {
     files: Vec<Option<String>>,
     tasks: HashMap<i32, Task>,
     count_lookups: bool,
-    /// The stack pointer of the hit being added, for the span it opens.
-    pending_sp: Option<u64>,
 }
 
 impl SpanAssembly {
@@ -51,7 +56,6 @@ impl SpanAssembly {
     pub fn exec(&mut self, tid: i32, t_ns: i64, filename: &str) {
         let task = self.tasks.entry(tid).or_default();
         task.open.clear();
-        task.open_sp.clear();
         task.exec_ns = Some(t_ns);
         task.exe = Some(filename.to_string());
     }
@@ -60,12 +64,11 @@ impl SpanAssembly {
         if let Some(sp) = hit.sp {
             self.unwind(tid, sp, t_ns);
         }
-        self.pending_sp = hit.sp;
         match hit.probe {
             Probe::Load => {
                 let mut span = self.span(tid, LoaderPhase::Load, t_ns);
                 span.detail = hit.path.clone();
-                self.open(tid, span);
+                self.open(tid, span, hit.sp);
             }
             Probe::MapFile => self.map_file(tid, t_ns, hit),
             Probe::LoadReturn => {
@@ -77,7 +80,7 @@ impl SpanAssembly {
             Probe::Open => {
                 let mut span = self.span(tid, LoaderPhase::Open, t_ns);
                 span.detail = hit.path.clone();
-                self.open(tid, span);
+                self.open(tid, span, hit.sp);
             }
             Probe::OpenResult { .. } => {
                 if let Some(i) = self.close(tid, LoaderPhase::Open, t_ns) {
@@ -87,7 +90,7 @@ impl SpanAssembly {
             Probe::Relocate => {
                 let mut span = self.object_span(tid, LoaderPhase::Relocate, t_ns, hit);
                 span.lookups = self.count_lookups.then_some(0);
-                self.open(tid, span);
+                self.open(tid, span, hit.sp);
             }
             Probe::RelocateReturn => {
                 self.close(tid, LoaderPhase::Relocate, t_ns);
@@ -95,7 +98,7 @@ impl SpanAssembly {
             Probe::Lookup => self.lookup(tid),
             Probe::Init => {
                 let span = self.object_span(tid, LoaderPhase::Init, t_ns, hit);
-                self.open(tid, span);
+                self.open(tid, span, hit.sp);
                 self.task(tid).array_calls = 0;
             }
             Probe::InitCall { array, .. } => self.initializer(tid, t_ns, array, hit),
@@ -105,7 +108,7 @@ impl SpanAssembly {
             Probe::Dlopen => {
                 let mut span = self.span(tid, LoaderPhase::Dlopen, t_ns);
                 span.detail = hit.path.clone();
-                self.open(tid, span);
+                self.open(tid, span, hit.sp);
             }
             Probe::DlopenReturn => {
                 if let Some(i) = self.close(tid, LoaderPhase::Dlopen, t_ns) {
@@ -134,14 +137,13 @@ impl SpanAssembly {
     /// The spans, in the order they began (those still open never
     /// ended), each with the path of its object's file when known.
     pub fn finish(self) -> Vec<(LoaderSpan, Option<String>)> {
-        let exe: HashMap<usize, Option<String>> = self.files.into_iter().enumerate().collect();
         let mut spans: Vec<(LoaderSpan, Option<String>)> = self
             .spans
             .into_iter()
-            .enumerate()
-            .map(|(i, span)| {
+            .zip(self.files)
+            .map(|(span, exe)| {
                 let file = match span.object.as_deref() {
-                    Some("") => exe.get(&i).cloned().flatten(),
+                    Some("") => exe,
                     Some(path) => Some(path.to_string()),
                     None => None,
                 };
@@ -195,12 +197,19 @@ impl SpanAssembly {
         span
     }
 
-    fn open(&mut self, tid: i32, span: LoaderSpan) {
-        let index = self.push(span);
-        let sp = self.pending_sp;
-        let task = self.task(tid);
-        task.open.push(index);
-        task.open_sp.push(sp);
+    /// Holds `span` open on its task; `sp` is the entry's stack pointer.
+    fn open(&mut self, tid: i32, span: LoaderSpan, sp: Option<u64>) {
+        let span = self.push(span);
+        self.task(tid).open.push(Frame { span, sp });
+    }
+
+    /// The innermost open span of `phase` on task `tid`: its position on
+    /// the task's stack.
+    fn innermost(&self, tid: i32, phase: LoaderPhase) -> Option<usize> {
+        let task = self.tasks.get(&tid)?;
+        task.open
+            .iter()
+            .rposition(|f| self.spans[f.span].phase == phase)
     }
 
     /// A probe was entered with stack pointer `sp`: every open span
@@ -212,12 +221,15 @@ impl SpanAssembly {
         let Some(task) = self.tasks.get_mut(&tid) else {
             return;
         };
-        while let Some(&Some(entered)) = task.open_sp.last() {
+        while let Some(&Frame {
+            span: index,
+            sp: Some(entered),
+        }) = task.open.last()
+        {
             if entered > sp {
                 break;
             }
-            let index = task.open.pop().unwrap_or_default();
-            task.open_sp.pop();
+            task.open.pop();
             let span = &mut self.spans[index];
             match span.phase {
                 LoaderPhase::Initializer => span.t_end_ns = Some(t_ns),
@@ -230,24 +242,17 @@ impl SpanAssembly {
     /// Closes the innermost open span of `phase` on the task, and drops
     /// the spans above it (they were unwound, or never returned).
     fn close(&mut self, tid: i32, phase: LoaderPhase, t_ns: i64) -> Option<usize> {
+        let at = self.innermost(tid, phase)?;
         let task = self.tasks.get_mut(&tid)?;
-        let at = task
-            .open
-            .iter()
-            .rposition(|&i| self.spans[i].phase == phase)?;
         // Mapping ends with its load, an initializer with its object's
         // init: they are parts of the frame, not frames of their own.
-        for &above in &task.open[at + 1..] {
-            if matches!(
-                self.spans[above].phase,
-                LoaderPhase::Map | LoaderPhase::Initializer
-            ) {
-                self.spans[above].t_end_ns = Some(t_ns);
+        for frame in task.open.drain(at + 1..) {
+            let above = &mut self.spans[frame.span];
+            if matches!(above.phase, LoaderPhase::Map | LoaderPhase::Initializer) {
+                above.t_end_ns = Some(t_ns);
             }
         }
-        let index = task.open[at];
-        task.open.truncate(at);
-        task.open_sp.truncate(at);
+        let index = task.open.pop()?.span;
         self.spans[index].t_end_ns = Some(t_ns);
         Some(index)
     }
@@ -255,17 +260,10 @@ impl SpanAssembly {
     /// The search chose a file: what came before it in this load was the
     /// search, what follows is mapping it.
     fn map_file(&mut self, tid: i32, t_ns: i64, hit: &LoaderHit) {
-        let Some(task) = self.tasks.get(&tid) else {
+        let Some(at) = self.innermost(tid, LoaderPhase::Load) else {
             return;
         };
-        let Some(&load) = task
-            .open
-            .iter()
-            .rev()
-            .find(|&&i| self.spans[i].phase == LoaderPhase::Load)
-        else {
-            return;
-        };
+        let load = self.tasks[&tid].open[at].span;
         let begin = self.spans[load].t_begin_ns;
         let mut search = self.span(tid, LoaderPhase::Search, begin);
         // The search's open attempts happened inside it, one level deeper.
@@ -281,22 +279,16 @@ impl SpanAssembly {
         self.push(search);
         let mut map = self.span(tid, LoaderPhase::Map, t_ns);
         map.object = hit.path.clone();
-        self.open(tid, map);
+        self.open(tid, map, hit.sp);
         self.spans[load].object = hit.path.clone();
     }
 
     fn lookup(&mut self, tid: i32) {
-        let Some(task) = self.tasks.get(&tid) else {
-            return;
-        };
-        if let Some(&i) = task
-            .open
-            .iter()
-            .rev()
-            .find(|&&i| self.spans[i].phase == LoaderPhase::Relocate)
-            && let Some(lookups) = &mut self.spans[i].lookups
-        {
-            *lookups += 1;
+        if let Some(at) = self.innermost(tid, LoaderPhase::Relocate) {
+            let span = self.tasks[&tid].open[at].span;
+            if let Some(lookups) = &mut self.spans[span].lookups {
+                *lookups += 1;
+            }
         }
     }
 
@@ -305,14 +297,13 @@ impl SpanAssembly {
         let Some(task) = self.tasks.get_mut(&tid) else {
             return;
         };
-        if let Some(&top) = task.open.last()
-            && self.spans[top].phase == LoaderPhase::Initializer
+        if let Some(top) = task.open.last()
+            && self.spans[top.span].phase == LoaderPhase::Initializer
         {
-            self.spans[top].t_end_ns = Some(t_ns);
+            self.spans[top.span].t_end_ns = Some(t_ns);
             task.open.pop();
-            task.open_sp.pop();
         }
-        let Some(&init) = task.open.last() else {
+        let Some(init) = task.open.last().map(|f| f.span) else {
             return;
         };
         if self.spans[init].phase != LoaderPhase::Init {
@@ -331,7 +322,7 @@ impl SpanAssembly {
         span.base = base;
         span.target = hit.target;
         span.detail = Some(detail);
-        self.open(tid, span);
+        self.open(tid, span, hit.sp);
     }
 }
 

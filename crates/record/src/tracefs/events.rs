@@ -158,6 +158,8 @@ pub enum DecoderError {
         found: String,
         expected: &'static str,
     },
+    #[error("cannot decode {event}: the decoder holds at most 254 kinds of event")]
+    TooManyEvents { event: &'static str },
     #[error("tracepoints {event} and {other} both have id {id}")]
     DuplicateId {
         event: &'static str,
@@ -426,56 +428,38 @@ impl Decoder {
     }
 
     fn build(found: Vec<(&'static str, Spec, EventFormat)>) -> Result<Decoder, DecoderError> {
-        let mut common_type: Option<Field> = None;
-        let mut by_id = Vec::new();
-        let mut layouts = Vec::with_capacity(found.len());
-        let mut enabled = Vec::with_capacity(found.len());
+        let Some((first, _, first_format)) = found.first() else {
+            return Err(DecoderError::MissingEvent { event: EVENTS[0].0 });
+        };
+        let first = Fields {
+            event: first,
+            format: first_format,
+        };
+        let common_type = first.scalar("common_type")?.field;
+        if common_type.size > 2 {
+            return Err(first.shape("common_type", "at most 2 bytes"));
+        }
+        let mut decoder = Decoder {
+            common_type,
+            by_id: Vec::new(),
+            layouts: Vec::with_capacity(found.len()),
+            enabled: Vec::with_capacity(found.len()),
+            skipped: SkipCounters::default(),
+        };
         for (event, spec, format) in found {
             let fields = Fields {
                 event,
                 format: &format,
             };
-            let this_type = fields.scalar("common_type")?.field;
-            if this_type.size > 2 {
-                return Err(fields.shape("common_type", "at most 2 bytes"));
-            }
-            match &common_type {
-                None => common_type = Some(this_type),
-                Some(first) if *first == this_type => {}
-                Some(_) => return Err(fields.shape("common_type", "where other events have it")),
-            }
-            let id = usize::from(format.id);
-            if by_id.len() <= id {
-                by_id.resize(id + 1, NO_LAYOUT);
-            }
-            if let Some(&other) = layouts
-                .get(usize::from(by_id[id]))
-                .map(|l: &Layout| &l.event)
-            {
-                return Err(DecoderError::DuplicateId {
-                    event,
-                    other,
-                    id: format.id,
-                });
-            }
-            by_id[id] = layouts.len() as u8;
-            layouts.push(Layout {
+            let layout = Layout {
                 event,
                 common_pid: fields.scalar("common_pid")?,
                 shape: fields.shape_for(spec)?,
-            });
-            enabled.push(event);
+            };
+            decoder.insert(&fields, layout)?;
+            decoder.enabled.push(event);
         }
-        let Some(common_type) = common_type else {
-            return Err(DecoderError::MissingEvent { event: EVENTS[0].0 });
-        };
-        Ok(Decoder {
-            common_type,
-            by_id,
-            layouts,
-            enabled,
-            skipped: SkipCounters::default(),
-        })
+        Ok(decoder)
     }
 
     /// Adds the loader's uprobes of `group`, whose formats are under
@@ -492,9 +476,6 @@ impl Decoder {
                 event: probe.name(),
                 format: &format,
             };
-            if fields.scalar("common_type")?.field != self.common_type {
-                return Err(fields.shape("common_type", "where other events have it"));
-            }
             let shape = Shape::Loader(Box::new(LoaderSlots {
                 probe,
                 path: fields.optional_string("path")?,
@@ -508,12 +489,18 @@ impl Decoder {
                 common_pid: fields.scalar("common_pid")?,
                 shape,
             };
-            self.insert(format.id, layout)?;
+            self.insert(&fields, layout)?;
         }
         Ok(())
     }
 
-    fn insert(&mut self, id: u16, layout: Layout) -> Result<(), DecoderError> {
+    /// Gives the event of `fields` its layout, found by the id its format
+    /// names; every event must keep its id where the others do.
+    fn insert(&mut self, fields: &Fields<'_>, layout: Layout) -> Result<(), DecoderError> {
+        if fields.scalar("common_type")?.field != self.common_type {
+            return Err(fields.shape("common_type", "where other events have it"));
+        }
+        let id = fields.format.id;
         let index = usize::from(id);
         if self.by_id.len() <= index {
             self.by_id.resize(index + 1, NO_LAYOUT);
@@ -526,7 +513,7 @@ impl Decoder {
             });
         }
         if self.layouts.len() >= usize::from(NO_LAYOUT) {
-            return Err(DecoderError::MissingEvent {
+            return Err(DecoderError::TooManyEvents {
                 event: layout.event,
             });
         }
