@@ -78,6 +78,9 @@ pub enum Command {
     /// Predict the pages a start reads under another readahead setting or layout
     #[command(after_help = SIMULATE_EXAMPLES, long_about = SIMULATE_LONG)]
     Simulate(SimulateArgs),
+    /// Measure what the dynamic loader charges per relocation, symbol, initializer, library
+    #[command(after_help = LOADCOST_EXAMPLES, long_about = LOADCOST_LONG)]
+    Loadcost(LoadcostArgs),
     /// Drop files from the page cache, or check how much of them is resident
     #[command(after_help = EVICT_EXAMPLES, long_about = EVICT_LONG)]
     Evict(EvictArgs),
@@ -645,6 +648,77 @@ pub struct SimulateArgs {
     /// Files to show: a number or "all"
     #[arg(long, default_value = "15", value_name = "N|all", value_parser = parse_limit)]
     pub top: Limit,
+}
+
+const LOADCOST_LONG: &str = "\
+Measure what the dynamic loader costs on this machine, one factor at a time: relative \
+relocations (RELA and RELR), symbolic relocations (one symbol, or one distinct symbol \
+each), exported symbols, PLT slots bound lazily or at load, static initializers, empty \
+search-path entries before the library, the same code split over more libraries, and \
+untouched size. For each factor and level it generates a C library that differs from a \
+small base library in that factor only (built with the system's cc), a host that \
+dlopen()s it by name and a program that has it as DT_NEEDED; it times both, warm and \
+cold (the library's files evicted from the page cache), over --rounds rounds in a new \
+shuffled order each round, and fits a line through the level medians: its slope is the \
+cost per unit, with a 95% bootstrap interval. A direct measurement (applying the \
+relative relocations of the same libraries by hand, once a round among the timed runs) \
+checks the fit.
+
+No root is needed; under sudo the programs run as the invoking user. The full \
+experiment takes about ten minutes here; --quick (three small levels per factor) a \
+minute. docs/loadcost.md explains the factors and what the figures say.";
+
+const LOADCOST_EXAMPLES: &str = "\
+Examples:
+  coldstart loadcost --quick
+  coldstart loadcost --rounds 40 --svg loadcost.svg > loadcost.txt
+  coldstart loadcost --factors relative,relr,initializers --json > loadcost.json
+  coldstart loadcost --dir /var/tmp/lc --quick     (keep the generated libraries)";
+
+#[derive(Debug, Args)]
+pub struct LoadcostArgs {
+    /// Factors to vary [default: all]: relative, relr, symbolic, distinct, exported,
+    /// plt_lazy, plt_now, initializers, search, libraries, size
+    #[arg(long, value_delimiter = ',', value_name = "F,F,...", value_parser = parse_factor)]
+    pub factors: Vec<coldstart_loadcost::design::Factor>,
+
+    /// Timed rounds: each times every configuration once in every mode and cache state
+    /// [default: 30, or 5 with --quick]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..))]
+    pub rounds: Option<u64>,
+
+    /// Three small levels per factor instead of five large ones: the shape in a minute
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Build the libraries here and keep them [default: a temporary directory, removed]
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+
+    /// Also draw the level medians and fitted lines as an SVG
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+
+    /// Orders the runs and seeds the bootstrap
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_factor(text: &str) -> Result<coldstart_loadcost::design::Factor, String> {
+    coldstart_loadcost::design::Factor::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = coldstart_loadcost::design::Factor::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        format!(
+            "unknown factor {text:?}; the factors are {}",
+            names.join(", ")
+        )
+    })
 }
 
 const PLAN_LONG: &str = "\

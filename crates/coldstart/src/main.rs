@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         args::Command::Runtime(a) => commands::runtime::run(&a),
         args::Command::Pack(a) => commands::pack::run(&a),
         args::Command::Simulate(a) => commands::simulate::run(&a),
+        args::Command::Loadcost(a) => commands::loadcost::run(&a),
         args::Command::Evict(a) => commands::evict::run(&a),
         args::Command::Plan(a) => commands::plan::run(&a),
         args::Command::Run(a) => commands::run::run(&a),

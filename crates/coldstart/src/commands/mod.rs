@@ -5,6 +5,7 @@ pub mod bench;
 pub mod demo;
 pub mod evict;
 pub mod inspect;
+pub mod loadcost;
 pub mod order;
 pub mod pack;
 pub mod plan;
