@@ -30,11 +30,14 @@ pub struct LoaderAnalysis {
     pub warnings: Vec<String>,
 }
 
-/// Analyses `spans`, the loader spans of `loaded`'s run. `read_files`:
-/// read the objects' files for relocations and initializer names.
+/// Analyses `spans`, the loader spans of `loaded`'s run. `probe_hit_ns`:
+/// the run's calibrated cost of one probe hit, taken off each span per hit
+/// it held for the `corrected_*` figures. `read_files`: read the objects'
+/// files for relocations and initializer names.
 pub fn analyze_loader(
     loaded: &LoadedRun,
     spans: &[LoaderSpan],
+    probe_hit_ns: Option<u64>,
     read_files: bool,
 ) -> LoaderAnalysis {
     let mut analysis = LoaderAnalysis::default();
@@ -53,7 +56,7 @@ pub fn analyze_loader(
     let images = Images::of(loaded, &tree);
     let owners = Owners::of(&tree, &nesting, &images);
     let (span_io, outside_loader) = attribute_io(loaded, &nesting);
-    let facts = SpanFacts::new(&tree, &nesting, &span_io);
+    let facts = SpanFacts::new(&tree, &nesting, &span_io, probe_hit_ns);
     let mut files = ObjectFiles::new(loaded, read_files);
     let object_spans = owners.spans_of();
     let mut image_spans = vec![Vec::new(); images.list.len()];
@@ -87,6 +90,7 @@ pub fn analyze_loader(
     analysis.report = Some(LoaderReport {
         sight: loaded.run.loader.clone(),
         ready_ns: loaded.ready_ns(),
+        probe_hit_ns,
         phases: sum_phases(processes.iter().map(|p| p.phases.as_slice())),
         outside_loader,
         processes,
@@ -414,10 +418,27 @@ struct SpanFacts<'a> {
     self_ns: Vec<i64>,
     /// Per span: it holds a search or a mapping (a load that found a file).
     holds_file: Vec<bool>,
+    /// With a calibrated cost per probe hit: per span, its length and its
+    /// self time less the cost of the hits they held.
+    corrected: Option<Corrected>,
+}
+
+/// Span lengths without the probes' cost (see `LoaderSpan::probe_hits`).
+/// Each hit costs the same (the calibrated mean of entry and return
+/// probes); a span that never ended has no count and is left as traced.
+struct Corrected {
+    hit_ns: i64,
+    duration: Vec<i64>,
+    self_ns: Vec<i64>,
 }
 
 impl<'a> SpanFacts<'a> {
-    fn new(spans: &'a [&'a LoaderSpan], nesting: &'a Nesting, io: &'a [PagesIo]) -> Self {
+    fn new(
+        spans: &'a [&'a LoaderSpan],
+        nesting: &'a Nesting,
+        io: &'a [PagesIo],
+        probe_hit_ns: Option<u64>,
+    ) -> Self {
         let mut self_ns: Vec<i64> = (0..spans.len()).map(|i| nesting.duration(i)).collect();
         let mut holds_file = vec![false; spans.len()];
         for (i, parent) in nesting.parent.iter().enumerate() {
@@ -428,13 +449,22 @@ impl<'a> SpanFacts<'a> {
                 }
             }
         }
+        let corrected = probe_hit_ns
+            .and_then(|ns| i64::try_from(ns).ok())
+            .map(|hit_ns| Corrected::of(spans, nesting, hit_ns));
         SpanFacts {
             spans,
             nesting,
             io,
             self_ns,
             holds_file,
+            corrected,
         }
+    }
+
+    /// The probe hits span `i` held; 0 when not counted.
+    fn hits(&self, i: usize) -> u64 {
+        self.spans[i].probe_hits.unwrap_or(0)
     }
 
     /// Whether a span of `phase` holds span `i`.
@@ -447,6 +477,35 @@ impl<'a> SpanFacts<'a> {
             at = self.nesting.parent[p];
         }
         false
+    }
+}
+
+impl Corrected {
+    fn of(spans: &[&LoaderSpan], nesting: &Nesting, hit_ns: i64) -> Corrected {
+        let less_hits = |ns: i64, hits: u64| {
+            let cost = i64::try_from(hits)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(hit_ns);
+            ns.saturating_sub(cost).max(0)
+        };
+        let hits = |i: usize| spans[i].probe_hits.unwrap_or(0);
+        let duration: Vec<i64> = (0..spans.len())
+            .map(|i| less_hits(nesting.duration(i), hits(i)))
+            .collect();
+        let mut self_ns = duration.clone();
+        for (i, parent) in nesting.parent.iter().enumerate() {
+            if let Some(p) = *parent {
+                self_ns[p] -= duration[i];
+            }
+        }
+        for ns in &mut self_ns {
+            *ns = (*ns).max(0);
+        }
+        Corrected {
+            hit_ns,
+            duration,
+            self_ns,
+        }
     }
 }
 
@@ -466,9 +525,19 @@ fn empty_phases() -> Vec<PhaseTotal> {
             unfinished: 0,
             total_ns: 0,
             self_ns: 0,
+            probe_hits: 0,
+            corrected_total_ns: None,
+            corrected_self_ns: None,
             io: PagesIo::default(),
         })
         .collect()
+}
+
+/// Adds `value` to a corrected figure that is known for all or none.
+fn add_corrected(sum: &mut Option<i64>, value: Option<i64>) {
+    if let Some(value) = value {
+        *sum = Some(sum.unwrap_or(0) + value);
+    }
 }
 
 /// Per phase over `spans`, phases without spans left out.
@@ -481,6 +550,11 @@ fn phase_totals(facts: &SpanFacts<'_>, spans: &[usize]) -> Vec<PhaseTotal> {
         total.unfinished += u64::from(span.t_end_ns.is_none());
         total.total_ns += facts.nesting.duration(i);
         total.self_ns += facts.self_ns[i];
+        total.probe_hits += facts.hits(i);
+        if let Some(corrected) = &facts.corrected {
+            add_corrected(&mut total.corrected_total_ns, Some(corrected.duration[i]));
+            add_corrected(&mut total.corrected_self_ns, Some(corrected.self_ns[i]));
+        }
         add_io(&mut total.io, facts.io[i]);
     }
     totals.retain(|t| t.spans > 0);
@@ -497,6 +571,9 @@ fn sum_phases<'a>(lists: impl Iterator<Item = &'a [PhaseTotal]>) -> Vec<PhaseTot
             sum.unfinished += t.unfinished;
             sum.total_ns += t.total_ns;
             sum.self_ns += t.self_ns;
+            sum.probe_hits += t.probe_hits;
+            add_corrected(&mut sum.corrected_total_ns, t.corrected_total_ns);
+            add_corrected(&mut sum.corrected_self_ns, t.corrected_self_ns);
             add_io(&mut sum.io, t.io);
         }
     }
@@ -523,10 +600,24 @@ fn process_report(
             .filter(move |&i| facts.spans[i].phase == phase)
     };
     let exec_ns = start.map(|s| facts.spans[s].t_begin_ns);
-    let entry_ns = of_phase(LoaderPhase::Entry)
+    let entry = of_phase(LoaderPhase::Entry)
         .next()
+        .filter(|_| exec_ns.is_some());
+    let entry_ns = entry
         .zip(exec_ns)
         .map(|(entry, exec)| facts.spans[entry].t_begin_ns - exec);
+    let entry_probe_hits = entry.and_then(|e| facts.spans[e].probe_hits);
+    let corrected_entry_ns = facts.corrected.as_ref().and_then(|c| {
+        let cost = i64::try_from(entry_probe_hits?)
+            .ok()?
+            .saturating_mul(c.hit_ns);
+        Some((entry_ns? - cost).max(0))
+    });
+    let corrected_start_ns = facts
+        .corrected
+        .as_ref()
+        .zip(start)
+        .map(|(c, s)| c.duration[s]);
     objects.sort_by(|a, b| {
         b.loader_ns
             .cmp(&a.loader_ns)
@@ -554,6 +645,9 @@ fn process_report(
         exec_ns,
         start_ns,
         entry_ns,
+        corrected_start_ns,
+        corrected_entry_ns,
+        entry_probe_hits,
         dlopen_ns,
         loader_ns: entry_ns.or(start_ns).unwrap_or(0) + dlopen_ns,
         initializers: of_phase(LoaderPhase::Initializer).count() as u64,

@@ -236,6 +236,9 @@ pub struct LoaderReport {
     pub sight: Option<String>,
     /// When the program was ready, for comparison (as `run.ready_ns`).
     pub ready_ns: Option<i64>,
+    /// The cost of one probe hit as calibrated when the run was traced;
+    /// None leaves every `corrected_*` figure out.
+    pub probe_hit_ns: Option<u64>,
     /// Per phase over every process, in phase order.
     pub phases: Vec<PhaseTotal>,
     /// Page events of the tree that fell in no loader span.
@@ -270,6 +273,16 @@ pub struct PhaseTotal {
     /// Summed lengths less the spans nested in them: time the phase was
     /// the innermost. Self times of all phases add up to the loader's time.
     pub self_ns: i64,
+    /// Probe hits the spans held (see `LoaderSpan::probe_hits`), nested
+    /// spans' hits included.
+    pub probe_hits: u64,
+    /// `total_ns` less `probe_hit_ns` per hit each span held, each span
+    /// at least 0: the time without the probes' traps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_total_ns: Option<i64>,
+    /// `self_ns` corrected the same way, with the hits no nested span held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_self_ns: Option<i64>,
     #[serde(flatten)]
     pub io: PagesIo,
 }
@@ -290,6 +303,14 @@ pub struct LoaderProcess {
     pub start_ns: Option<i64>,
     /// Exec until the jump to the program's entry (initializers included).
     pub entry_ns: Option<i64>,
+    /// `start_ns` and `entry_ns` less the probe hits they held times
+    /// `probe_hit_ns`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_start_ns: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_entry_ns: Option<i64>,
+    /// Probe hits from the exec to the entry.
+    pub entry_probe_hits: Option<u64>,
     /// Time in `dlopen` calls, a dlopen an initializer made inside another
     /// counted once.
     pub dlopen_ns: i64,

@@ -107,7 +107,9 @@ pub fn report(
     let ready_ns = loaded.ready_ns();
     let process_infos: Vec<ProcessInfo> = loaded.tree_processes().cloned().collect();
     let totals = totals(&reports);
-    let loader = analyze_loader(loaded, loader_spans, options.attribute);
+    // A damaged cost leaves the corrected figures out; the run itself reads.
+    let probe_hit_ns = profile.run_loader_hit_ns(loaded.id()).ok().flatten();
+    let loader = analyze_loader(loaded, loader_spans, probe_hit_ns, options.attribute);
     let mut warnings = run_warnings(run);
     warnings.extend(loader.warnings);
     let report = RunReport {

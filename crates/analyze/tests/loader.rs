@@ -48,7 +48,13 @@ fn span(pid: i32, phase: LoaderPhase, begin_ms: i64, end_ms: Option<i64>) -> Loa
         result: None,
         lookups: None,
         depth: 0,
+        probe_hits: None,
     }
+}
+
+fn hits(mut span: LoaderSpan, hits: u64) -> LoaderSpan {
+    span.probe_hits = Some(hits);
+    span
 }
 
 /// A span on the object `path`, whose file is batch file `file`.
@@ -729,4 +735,70 @@ fn a_dlopen_that_never_returned_ended_with_its_last_open_when_another_dlopen_fol
         .unwrap();
     assert_eq!(libf.pages, io(2, 0));
     assert_eq!(loader.outside_loader, io(1, 0));
+}
+
+/// Without a calibrated cost nothing is corrected; with 0.5 ms a hit, each
+/// span loses its own hits' cost and a phase's self time the hits its
+/// nested spans did not hold.
+///
+/// Task 100: start [0, 50) held 40 hits; in it load [10, 30) held 6, its
+/// search [10, 20) 5 (an open [11, 12) 1, an open [13, 15) 1) and its map
+/// [20, 30) 1; relocate [35, 40) held 4 (lookups), which is more than its
+/// length: it counts 0. The entry at 61 came 60 hits after the exec.
+#[test]
+fn probe_hits_are_taken_off_at_the_calibrated_cost() {
+    use LoaderPhase::*;
+    const A: &str = "/lib/liba.so";
+    let spans = vec![
+        hits(span(APP, Start, 0, Some(50)), 40),
+        hits(
+            detail(on(span(APP, Load, 10, Some(30)), A, Some(LIBA)), "liba.so"),
+            6,
+        ),
+        hits(
+            depth(on(span(APP, Search, 10, Some(20)), A, Some(LIBA)), 1),
+            5,
+        ),
+        hits(open(APP, 11, 12, "/usr/lib/liba.so", -2), 1),
+        hits(open(APP, 13, 15, "/lib/liba.so", 3), 1),
+        hits(depth(on(span(APP, Map, 20, Some(30)), A, Some(LIBA)), 1), 1),
+        hits(on(span(APP, Relocate, 35, Some(36)), A, Some(LIBA)), 4),
+        hits(span(APP, Entry, 61, Some(61)), 60),
+    ];
+    let (_dir, mut profile) = profile_with(spans, Some("ld.so probes"));
+    let (plain, _) = analyze(&profile, &reading_files()).unwrap();
+    let plain = plain.loader.unwrap();
+    assert_eq!(plain.probe_hit_ns, None);
+    assert!(plain.phases.iter().all(|p| p.corrected_total_ns.is_none()));
+    assert_eq!(plain.processes[0].corrected_entry_ns, None);
+    let phase = |phases: &[coldstart_analyze::PhaseTotal], phase: LoaderPhase| {
+        phases.iter().find(|p| p.phase == phase).unwrap().clone()
+    };
+    assert_eq!(phase(&plain.phases, Load).probe_hits, 6);
+
+    let run = profile.runs().unwrap()[0].id;
+    profile.set_run_loader_hit_ns(run, (MS / 2) as u64).unwrap();
+    let (report, _) = analyze(&profile, &reading_files()).unwrap();
+    let loader = report.loader.unwrap();
+    assert_eq!(loader.probe_hit_ns, Some((MS / 2) as u64));
+    let app = &loader.processes[0];
+    assert_eq!(app.start_ns, Some(50 * MS));
+    assert_eq!(app.corrected_start_ns, Some(50 * MS - 20 * MS));
+    assert_eq!(app.entry_ns, Some(61 * MS));
+    assert_eq!(app.entry_probe_hits, Some(60));
+    assert_eq!(app.corrected_entry_ns, Some(61 * MS - 30 * MS));
+    let corrected = |p: LoaderPhase| {
+        let t = phase(&app.phases, p);
+        (t.corrected_total_ns.unwrap(), t.corrected_self_ns.unwrap())
+    };
+    // load 20 - 3 = 17; its search 10 - 2.5 = 7.5 and map 10 - 0.5 = 9.5
+    // leave it 0 of its own.
+    assert_eq!(corrected(Load), (17 * MS, 0));
+    // search: opens 0.5 and 1.5 leave it 7.5 - 2 = 5.5.
+    assert_eq!(corrected(Search), (15 * MS / 2, 11 * MS / 2));
+    assert_eq!(corrected(Open), (2 * MS, 2 * MS));
+    assert_eq!(corrected(Map), (19 * MS / 2, 19 * MS / 2));
+    assert_eq!(corrected(Relocate), (0, 0));
+    // start: 30 less load 17 and relocate 0.
+    assert_eq!(corrected(Start), (30 * MS, 13 * MS));
 }

@@ -28,10 +28,11 @@ struct SpanRow {
     result: Value,
     lookups: Option<i64>,
     depth: i64,
+    probe_hits: Option<i64>,
 }
 
 const SPAN_COLUMNS: &str = "seq, pid, phase, object, file_id, t_begin_ns, t_end_ns, base, target,
-    detail, result, lookups, depth";
+    detail, result, lookups, depth, probe_hits";
 
 fn span_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SpanRow> {
     Ok(SpanRow {
@@ -48,6 +49,7 @@ fn span_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SpanRow> {
         result: row.get(10)?,
         lookups: row.get(11)?,
         depth: row.get(12)?,
+        probe_hits: row.get(13)?,
     })
 }
 
@@ -89,6 +91,7 @@ fn checked_span(
         result,
         lookups: check::non_negative_opt("lookups", row.lookups)?,
         depth: check::u32_value("depth", row.depth)?,
+        probe_hits: check::non_negative_opt("probe_hits", row.probe_hits)?,
     })
 }
 
@@ -128,8 +131,8 @@ pub(crate) fn insert_spans(
     let mut insert = tx
         .prepare_cached(
             "INSERT INTO loader_spans (run_id, seq, pid, phase, object, file_id, t_begin_ns,
-                t_end_ns, base, target, detail, result, lookups, depth)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                t_end_ns, base, target, detail, result, lookups, depth, probe_hits)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )
         .map_err(fail)?;
     for (seq, span) in (next_seq..).zip(in_time_order) {
@@ -160,6 +163,7 @@ pub(crate) fn insert_spans(
             result: span.result.map_or(Value::Null, Value::Integer),
             lookups: stored_u64("lookups", span.lookups).map_err(refuse)?,
             depth: span.depth.into(),
+            probe_hits: stored_u64("probe_hits", span.probe_hits).map_err(refuse)?,
         };
         // What the reader would refuse is refused here, before it is stored.
         checked_span(&row, run_files).map_err(refuse)?;
@@ -179,6 +183,7 @@ pub(crate) fn insert_spans(
                 row.result,
                 row.lookups,
                 row.depth,
+                row.probe_hits,
             ])
             .map_err(fail)?;
     }
@@ -205,6 +210,48 @@ impl Profile {
             });
         }
         Ok(())
+    }
+
+    /// Records the calibrated cost of one loader probe hit, in ns, for a
+    /// run whose loader was traced: what the analysis takes off each span
+    /// per hit it holds.
+    pub fn set_run_loader_hit_ns(&mut self, run: RunId, hit_ns: u64) -> Result<()> {
+        let hit_ns = i64::try_from(hit_ns).map_err(|_| Error::Invalid {
+            path: self.path.clone(),
+            detail: format!("run {run}: loader_hit_ns {hit_ns} does not fit 63 bits"),
+        })?;
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE runs SET loader_hit_ns = ?2 WHERE id = ?1",
+                params![run, hit_ns],
+            )
+            .map_err(|source| self.classify(source))?;
+        if changed == 0 {
+            return Err(Error::NoSuchRun {
+                path: self.path.clone(),
+                run,
+                hint: String::new(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The run's calibrated cost of one loader probe hit in ns; None when
+    /// the loader was not traced or the cost could not be measured.
+    pub fn run_loader_hit_ns(&self, run: RunId) -> Result<Option<u64>> {
+        let rows = self.query("SELECT loader_hit_ns FROM runs WHERE id = ?1", run, |row| {
+            row.get::<_, Option<i64>>(0)
+        })?;
+        let Some(value) = rows.into_iter().next() else {
+            return Err(Error::NoSuchRun {
+                path: self.path.clone(),
+                run,
+                hint: String::new(),
+            });
+        };
+        check::non_negative_opt("loader_hit_ns", value)
+            .map_err(|detail| self.bad_row(run, "runs", format!("id {run}"), detail))
     }
 
     /// A run's loader spans in order of `t_begin_ns` (ties in the order

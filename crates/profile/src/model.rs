@@ -416,4 +416,8 @@ pub struct LoaderSpan {
     pub lookups: Option<u64>,
     /// Nesting among this task's spans, 0 outermost.
     pub depth: u32,
+    /// Loader probe hits on its task after its beginning, up to and
+    /// including the one that ended it: the hits whose cost it holds. For
+    /// `entry`, the hits since the exec. None when it never ended.
+    pub probe_hits: Option<u64>,
 }

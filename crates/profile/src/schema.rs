@@ -8,7 +8,7 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The `functions` table, in both the new-profile schema and the 2 -> 3
 /// migration, so the two cannot drift apart.
@@ -36,6 +36,20 @@ CREATE TABLE functions (
 macro_rules! runs_loader_column {
     () => {
         "loader TEXT"
+    };
+}
+
+/// Schema 5's additions for correcting loader spans for the probes' own
+/// cost, in both the new-profile schema and the 4 -> 5 migration: the
+/// probe hits each span holds and the run's calibrated cost of one hit.
+/// `ALTER TABLE` in both, so a new profile's columns sit where an
+/// upgraded one's do.
+macro_rules! probe_cost_columns {
+    () => {
+        r#"
+ALTER TABLE loader_spans ADD COLUMN probe_hits INTEGER; -- loader probe hits on its task after its beginning, up to and including its end (entry: since the exec); NULL when it never ended
+ALTER TABLE runs ADD COLUMN loader_hit_ns INTEGER;      -- calibrated cost of one loader probe hit in ns; NULL when not calibrated
+"#
     };
 }
 
@@ -166,7 +180,8 @@ CREATE TABLE lost_events (
 ) WITHOUT ROWID;
 "#,
     functions_table!(),
-    loader_spans_table!()
+    loader_spans_table!(),
+    probe_cost_columns!()
 );
 
 /// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
@@ -203,4 +218,6 @@ ALTER TABLE page_events_v2 RENAME TO page_events;
         ";",
         loader_spans_table!()
     ),
+    // 4 -> 5: probe hits per loader span and the run's cost of one hit.
+    probe_cost_columns!(),
 ];

@@ -290,8 +290,15 @@ fn one_complete_run(path: &Path) -> RunId {
 }
 
 /// Takes a current profile back to schema 3's layout: no loader spans, no
-/// `runs.loader` (the last column, so the others keep their places).
-const BEFORE_LOADER_SPANS: &str = "DROP TABLE loader_spans; ALTER TABLE runs DROP COLUMN loader;";
+/// `runs.loader` nor `runs.loader_hit_ns` (the last columns, so the others
+/// keep their places).
+const BEFORE_LOADER_SPANS: &str = "DROP TABLE loader_spans; \
+    ALTER TABLE runs DROP COLUMN loader_hit_ns; ALTER TABLE runs DROP COLUMN loader;";
+
+/// Takes a current profile back to schema 4's layout: no probe hits per
+/// loader span, no calibrated cost per hit.
+const BEFORE_PROBE_COST: &str = "ALTER TABLE loader_spans DROP COLUMN probe_hits; \
+    ALTER TABLE runs DROP COLUMN loader_hit_ns;";
 
 fn user_version(path: &Path) -> i32 {
     Connection::open(path)
@@ -574,6 +581,7 @@ fn span(phase: LoaderPhase, t_begin_ns: i64, t_end_ns: Option<i64>, depth: u32) 
         result: None,
         lookups: None,
         depth,
+        probe_hits: t_end_ns.map(|_| 2),
     }
 }
 
@@ -840,7 +848,7 @@ fn a_schema_3_profile_gains_loader_spans_and_the_runs_loader_column() {
     ] {
         assert_eq!(shape(&path, pragma), shape(&fresh, pragma), "{pragma}");
     }
-    assert_eq!(shape(&path, "table_xinfo(loader_spans)").len(), 14);
+    assert_eq!(shape(&path, "table_xinfo(loader_spans)").len(), 15);
 
     let mut p = Profile::create_or_open(&path).unwrap();
     let ids: Vec<FileId> = p.files(run).unwrap().iter().map(|f| f.id).collect();
@@ -889,4 +897,61 @@ fn shape(path: &Path, pragma: &str) -> Vec<String> {
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap()
+}
+
+#[test]
+fn a_schema_4_profile_gains_probe_hits_and_the_cost_of_a_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v4.db");
+    let run = one_complete_run(&path);
+    let mut relocate = span(LoaderPhase::Relocate, 10, Some(20), 0);
+    relocate.probe_hits = None;
+    {
+        let mut p = Profile::create_or_open(&path).unwrap();
+        p.write(
+            run,
+            &Batch {
+                loader_spans: vec![relocate.clone()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "BEGIN; {BEFORE_PROBE_COST} PRAGMA user_version = 4; COMMIT;"
+        ))
+        .unwrap();
+
+    let mut p = Profile::create_or_open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(
+        p.loader_spans(run).unwrap(),
+        vec![relocate],
+        "a v4 span kept, its hits unknown"
+    );
+    assert_eq!(p.run_loader_hit_ns(run).unwrap(), None);
+    p.set_run_loader_hit_ns(run, 1_850).unwrap();
+    assert_eq!(p.run_loader_hit_ns(run).unwrap(), Some(1_850));
+
+    let fresh = dir.path().join("fresh.db");
+    drop(Profile::create_or_open(&fresh).unwrap());
+    for pragma in ["table_xinfo(runs)", "table_xinfo(loader_spans)"] {
+        assert_eq!(shape(&path, pragma), shape(&fresh, pragma), "{pragma}");
+    }
+}
+
+#[test]
+fn a_negative_cost_per_probe_hit_is_refused_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.db");
+    let run = one_complete_run(&path);
+    Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE runs SET loader_hit_ns = -5", [])
+        .unwrap();
+    let p = Profile::open(&path).unwrap();
+    let err = p.run_loader_hit_ns(run).unwrap_err().to_string();
+    assert!(err.contains("loader_hit_ns"), "{err}");
 }

@@ -92,6 +92,7 @@ fn write_profile(path: &Path) -> RunId {
                         result: None,
                         lookups: Some(12),
                         depth: 1,
+                        probe_hits: Some(40),
                     },
                     LoaderSpan {
                         pid: 100,
@@ -106,6 +107,7 @@ fn write_profile(path: &Path) -> RunId {
                         result: Some(3),
                         lookups: None,
                         depth: 2,
+                        probe_hits: Some(1),
                     },
                 ],
             },

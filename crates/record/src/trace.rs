@@ -6,6 +6,7 @@
 //! Raw trace buffers are only kept in memory while the program runs and
 //! decoded after tracing stopped, so decoding costs the program nothing.
 
+use crate::loader::calibrate;
 use crate::loader::probes::{LoaderProbes, NoProbes};
 use crate::loader::spans::SpanAssembly;
 use crate::loader::{self};
@@ -170,6 +171,9 @@ pub fn trace(
     let run = profile.begin_run(&run_start(options, page_size))?;
     if let Some(sight) = loader_sight(options, &loader_probes) {
         profile.set_run_loader(run, &sight)?;
+    }
+    if let Some(hit_ns) = tracer.loader_hit_ns {
+        profile.set_run_loader_hit_ns(run, hit_ns)?;
     }
 
     stage(Stage::Tracing);
@@ -343,6 +347,8 @@ struct Tracer {
     instance: Instance,
     /// After the instance: probes enabled in it cannot be removed before.
     uprobes: Option<Uprobes>,
+    /// The calibrated cost of one loader probe hit, when measured.
+    loader_hit_ns: Option<u64>,
     decoder: Decoder,
     header: HeaderPage,
 }
@@ -374,9 +380,14 @@ impl Tracer {
         instance.set("options/overwrite", "0")?;
         let mut decoder = Decoder::from_events_dir(&instance.events_dir())?;
         enable_events(&instance, &decoder, options.user_faults)?;
-        let uprobes = match loader_probes {
-            Ok(Some(probes)) => Some(enable_loader_probes(root, &instance, &mut decoder, probes)?),
-            _ => None,
+        let (uprobes, loader_hit_ns) = match loader_probes {
+            Ok(Some(probes)) => {
+                let calibration = HitCalibration::before(probes);
+                let uprobes = enable_loader_probes(root, &instance, &mut decoder, probes)?;
+                let hit_ns = calibration.after(stage);
+                (Some(uprobes), hit_ns)
+            }
+            _ => (None, None),
         };
         let header = HeaderPage::read(&instance.events_dir())
             .or_else(|_| HeaderPage::read(&root.join("events")))?;
@@ -388,6 +399,7 @@ impl Tracer {
             watcher,
             instance,
             uprobes,
+            loader_hit_ns,
             decoder,
             header,
         })
@@ -403,6 +415,7 @@ impl Tracer {
             uprobes,
             decoder,
             header,
+            ..
         } = self;
         let buffers = readers.finish();
         let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
@@ -471,6 +484,55 @@ fn enable_loader_probes(
         instance.enable(&event)?;
     }
     Ok(defined)
+}
+
+/// Times a loader call in this process without the probes, then with
+/// them (see `loader::calibrate`).
+struct HitCalibration {
+    hits: u64,
+    without_ns: Option<f64>,
+    /// Why the cost cannot be measured, when it cannot.
+    unmeasurable: Option<String>,
+}
+
+impl HitCalibration {
+    fn before(probes: &LoaderProbes) -> HitCalibration {
+        let hits = calibrate::hits_per_call(probes);
+        let unmeasurable = if !calibrate::runs_under(&probes.ld_so) {
+            Some(format!(
+                "coldstart does not run under {}",
+                probes.ld_so.display()
+            ))
+        } else if hits == 0 {
+            Some("neither dlopen nor the loads it makes are probed".to_string())
+        } else {
+            None
+        };
+        let without_ns = unmeasurable.is_none().then(calibrate::call_ns).flatten();
+        HitCalibration {
+            hits,
+            without_ns,
+            unmeasurable,
+        }
+    }
+
+    /// The cost of one hit, the probes now on; a warning when unknown.
+    fn after(self, stage: &mut impl FnMut(Stage)) -> Option<u64> {
+        let measured = self
+            .without_ns
+            .zip(calibrate::call_ns())
+            .and_then(|(without, with)| calibrate::hit_ns(without, with, self.hits));
+        if measured.is_none() {
+            let why = self
+                .unmeasurable
+                .unwrap_or_else(|| "a probed dlopen was not slower than an unprobed one".into());
+            stage(Stage::Warning(format!(
+                "loader trace: the cost of a probe hit was not measured ({why}): \
+                 loader times are reported as traced, probes' cost included"
+            )));
+        }
+        measured
+    }
 }
 
 /// The open watcher, or `None` with a warning: paths then come from

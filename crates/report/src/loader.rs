@@ -21,6 +21,14 @@ pub fn render(report: &LoaderReport, style: Style, top: Option<usize>) -> String
     if let Some(sight) = &report.sight {
         let _ = writeln!(out, "  {sight}");
     }
+    if let Some(hit_ns) = report.probe_hit_ns {
+        let _ = writeln!(
+            out,
+            "  probe cost: {:.1} µs per hit, calibrated at trace time; \"without probes\" \
+             figures take it off each span per hit it held",
+            hit_ns as f64 / 1e3
+        );
+    }
     let shown = top.unwrap_or(usize::MAX);
     let mut busiest: Vec<&LoaderProcess> = report.processes.iter().collect();
     busiest.sort_by_key(|p| std::cmp::Reverse(p.loader_ns));
@@ -147,10 +155,21 @@ fn process_summary(process: &LoaderProcess, ready_ns: Option<i64>) -> String {
                 )
             })
             .unwrap_or_default();
-        parts.push(format!("exec to entry {} ms{share}", ms(entry)));
+        let corrected = process
+            .corrected_entry_ns
+            .map(|c| format!(" ({} ms without probes)", ms(c)))
+            .unwrap_or_default();
+        parts.push(format!("exec to entry {} ms{corrected}{share}", ms(entry)));
     }
     if let Some(start) = process.start_ns {
-        parts.push(format!("loading and relocating {} ms", ms(start)));
+        let corrected = process
+            .corrected_start_ns
+            .map(|c| format!(" ({} ms without probes)", ms(c)))
+            .unwrap_or_default();
+        parts.push(format!(
+            "loading and relocating {} ms{corrected}",
+            ms(start)
+        ));
     }
     parts.push(format!(
         "{} initializers {} ms",
@@ -209,28 +228,37 @@ fn object_row(object: &LoaderObject) -> Vec<String> {
 }
 
 fn phase_table(phases: &[PhaseTotal]) -> Table {
-    let mut table = Table::new(&[
-        "phase",
-        ">spans",
-        ">total ms",
-        ">self ms",
-        ">pages read",
-        ">pages touched",
-    ]);
+    let corrected = phases.iter().any(|p| p.corrected_total_ns.is_some());
+    let mut columns = vec!["phase", ">spans", ">total ms", ">self ms"];
+    if corrected {
+        columns.extend([">probe hits", ">total w/o probes", ">self w/o probes"]);
+    }
+    columns.extend([">pages read", ">pages touched"]);
+    let mut table = Table::new(&columns);
     for phase in phases {
         let unfinished = if phase.unfinished > 0 {
             format!(" ({} unfinished)", phase.unfinished)
         } else {
             String::new()
         };
-        table.row(vec![
+        let mut row = vec![
             format!("{}{unfinished}", phase.phase.as_str()),
             thousands(phase.spans),
             ms(phase.total_ns),
             ms(phase.self_ns),
+        ];
+        if corrected {
+            row.extend([
+                thousands(phase.probe_hits),
+                phase.corrected_total_ns.map(ms).unwrap_or_default(),
+                phase.corrected_self_ns.map(ms).unwrap_or_default(),
+            ]);
+        }
+        row.extend([
             thousands(phase.io.pages_read),
             thousands(phase.io.pages_touched),
         ]);
+        table.row(row);
     }
     table
 }
@@ -331,6 +359,9 @@ mod tests {
             exec_ns: Some(0),
             start_ns: None,
             entry_ns: Some(loader_ms * 1_000_000),
+            corrected_start_ns: None,
+            corrected_entry_ns: None,
+            entry_probe_hits: None,
             dlopen_ns: 0,
             loader_ns: loader_ms * 1_000_000,
             initializers: 0,
@@ -341,6 +372,9 @@ mod tests {
                 unfinished: 0,
                 total_ns: 0,
                 self_ns: 0,
+                probe_hits: 0,
+                corrected_total_ns: None,
+                corrected_self_ns: None,
                 io: PagesIo::default(),
             }],
             objects,
@@ -353,6 +387,7 @@ mod tests {
         let report = LoaderReport {
             sight: Some("ld.so probes".into()),
             ready_ns: Some(100_000_000),
+            probe_hit_ns: None,
             phases: Vec::new(),
             outside_loader: PagesIo::default(),
             processes: vec![

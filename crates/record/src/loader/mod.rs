@@ -6,6 +6,7 @@
 //! Page events of a task fall into the spans open on it at their time, so
 //! analysis can say which phase read which pages.
 
+pub mod calibrate;
 pub mod probes;
 pub mod spans;
 

@@ -3,6 +3,11 @@
 //! is found by phase, not by the top of the stack, because ld.so unwinds
 //! with longjmp on errors (a missing library under dlopen): the spans it
 //! skipped never returned and keep no end.
+//!
+//! Every hit costs the traced task a trap, which lands in the spans open
+//! around it: each span counts the hits on its task after its beginning up
+//! to and including the one that ends it, so analysis can take the
+//! calibrated cost of a hit off it.
 
 use crate::loader::probes::Probe;
 use crate::tracefs::events::LoaderHit;
@@ -28,6 +33,8 @@ struct Task {
     exe: Option<String>,
     /// DT_INIT_ARRAY entries called so far by the innermost `init`.
     array_calls: u32,
+    /// Probe hits on the task since its exec (or since first seen).
+    hits: u64,
 }
 
 /// Spans of one run, built from hits in time order.
@@ -37,6 +44,8 @@ pub struct SpanAssembly {
     /// Per span, the file its object names: the path itself, or for the
     /// main program the file its task had exec'd when the span began.
     files: Vec<Option<String>>,
+    /// Per span, its task's hit count when it began.
+    begin_hits: Vec<u64>,
     tasks: HashMap<i32, Task>,
     count_lookups: bool,
 }
@@ -58,9 +67,12 @@ impl SpanAssembly {
         task.open.clear();
         task.exec_ns = Some(t_ns);
         task.exe = Some(filename.to_string());
+        task.hits = 0;
     }
 
     pub fn add(&mut self, tid: i32, t_ns: i64, hit: &LoaderHit) {
+        // Counted first: a span this hit ends holds it, one it begins not.
+        self.task(tid).hits += 1;
         if let Some(sp) = hit.sp {
             self.unwind(tid, sp, t_ns);
         }
@@ -120,15 +132,20 @@ impl SpanAssembly {
             Probe::RtldUser => {
                 let exec_ns = self.task(tid).exec_ns;
                 if let Some(begin) = exec_ns {
-                    let mut span = self.span(tid, LoaderPhase::Start, begin);
-                    span.t_end_ns = Some(t_ns);
-                    self.push(span);
+                    let span = self.span(tid, LoaderPhase::Start, begin);
+                    let i = self.push(span);
+                    // It began at the exec, before any hit.
+                    self.begin_hits[i] = 0;
+                    self.end(i, t_ns);
                 }
             }
             Probe::Entry => {
                 let mut span = self.span(tid, LoaderPhase::Entry, t_ns);
                 span.t_end_ns = Some(t_ns);
                 span.target = hit.target;
+                // An instant: its hits are those since the exec, which
+                // exec-to-entry holds.
+                span.probe_hits = Some(self.task(tid).hits);
                 self.push(span);
             }
         }
@@ -156,10 +173,20 @@ impl SpanAssembly {
 
     /// Adds a span that is not held open, noting its task's program.
     fn push(&mut self, span: LoaderSpan) -> usize {
-        let exe = self.tasks.get(&span.pid).and_then(|t| t.exe.clone());
+        let task = self.tasks.get(&span.pid);
+        let exe = task.and_then(|t| t.exe.clone());
+        self.begin_hits.push(task.map_or(0, |t| t.hits));
         self.spans.push(span);
         self.files.push(exe);
         self.spans.len() - 1
+    }
+
+    /// Ends span `i` at `t_ns`, with the hits its task took since it began.
+    fn end(&mut self, i: usize, t_ns: i64) {
+        let hits = self.tasks.get(&self.spans[i].pid).map_or(0, |t| t.hits);
+        let span = &mut self.spans[i];
+        span.t_end_ns = Some(t_ns);
+        span.probe_hits = Some(hits.saturating_sub(self.begin_hits[i]));
     }
 
     fn task(&mut self, tid: i32) -> &mut Task {
@@ -181,6 +208,7 @@ impl SpanAssembly {
             result: None,
             lookups: None,
             depth,
+            probe_hits: None,
         }
     }
 
@@ -218,22 +246,19 @@ impl SpanAssembly {
     /// longjmp (ld.so reports errors that way) and never returned: a
     /// dlopen that did so failed.
     fn unwind(&mut self, tid: i32, sp: u64, t_ns: i64) {
-        let Some(task) = self.tasks.get_mut(&tid) else {
-            return;
-        };
-        while let Some(&Frame {
-            span: index,
-            sp: Some(entered),
-        }) = task.open.last()
+        while let Some(task) = self.tasks.get_mut(&tid)
+            && let Some(&Frame {
+                span: index,
+                sp: Some(entered),
+            }) = task.open.last()
         {
             if entered > sp {
                 break;
             }
             task.open.pop();
-            let span = &mut self.spans[index];
-            match span.phase {
-                LoaderPhase::Initializer => span.t_end_ns = Some(t_ns),
-                LoaderPhase::Dlopen => span.result = Some(0),
+            match self.spans[index].phase {
+                LoaderPhase::Initializer => self.end(index, t_ns),
+                LoaderPhase::Dlopen => self.spans[index].result = Some(0),
                 _ => {}
             }
         }
@@ -244,16 +269,19 @@ impl SpanAssembly {
     fn close(&mut self, tid: i32, phase: LoaderPhase, t_ns: i64) -> Option<usize> {
         let at = self.innermost(tid, phase)?;
         let task = self.tasks.get_mut(&tid)?;
+        let above: Vec<Frame> = task.open.drain(at + 1..).collect();
+        let index = task.open.pop()?.span;
         // Mapping ends with its load, an initializer with its object's
         // init: they are parts of the frame, not frames of their own.
-        for frame in task.open.drain(at + 1..) {
-            let above = &mut self.spans[frame.span];
-            if matches!(above.phase, LoaderPhase::Map | LoaderPhase::Initializer) {
-                above.t_end_ns = Some(t_ns);
+        for frame in above {
+            if matches!(
+                self.spans[frame.span].phase,
+                LoaderPhase::Map | LoaderPhase::Initializer
+            ) {
+                self.end(frame.span, t_ns);
             }
         }
-        let index = task.open.pop()?.span;
-        self.spans[index].t_end_ns = Some(t_ns);
+        self.end(index, t_ns);
         Some(index)
     }
 
@@ -268,7 +296,6 @@ impl SpanAssembly {
         let mut search = self.span(tid, LoaderPhase::Search, begin);
         // The search's open attempts happened inside it, one level deeper.
         search.depth = self.spans[load].depth + 1;
-        search.t_end_ns = Some(t_ns);
         search.object = hit.path.clone();
         search.detail = self.spans[load].detail.clone();
         for span in &mut self.spans[load + 1..] {
@@ -276,7 +303,10 @@ impl SpanAssembly {
                 span.depth += 1;
             }
         }
-        self.push(search);
+        let search = self.push(search);
+        // It began with its load, and holds the same hits from there.
+        self.begin_hits[search] = self.begin_hits[load];
+        self.end(search, t_ns);
         let mut map = self.span(tid, LoaderPhase::Map, t_ns);
         map.object = hit.path.clone();
         self.open(tid, map, hit.sp);
@@ -297,12 +327,15 @@ impl SpanAssembly {
         let Some(task) = self.tasks.get_mut(&tid) else {
             return;
         };
-        if let Some(top) = task.open.last()
+        if let Some(&top) = task.open.last()
             && self.spans[top.span].phase == LoaderPhase::Initializer
         {
-            self.spans[top.span].t_end_ns = Some(t_ns);
             task.open.pop();
+            self.end(top.span, t_ns);
         }
+        let Some(task) = self.tasks.get_mut(&tid) else {
+            return;
+        };
         let Some(init) = task.open.last().map(|f| f.span) else {
             return;
         };
@@ -375,6 +408,11 @@ mod tests {
         );
         assert_eq!(spans[2].result, Some(-2));
         assert_eq!(spans[3].result, Some(3));
+        // Each span holds the hits after its own first one, its last
+        // included: the load all six, its search the two opens, their
+        // results and the map_file that ended it.
+        let hits: Vec<Option<u64>> = spans.iter().map(|s| s.probe_hits).collect();
+        assert_eq!(hits, [Some(6), Some(5), Some(1), Some(1), Some(1)]);
         assert_eq!(spans[0].object.as_deref(), Some("/y/liba.so"));
         assert_eq!(spans[0].detail.as_deref(), Some("liba.so"));
     }
@@ -429,6 +467,8 @@ mod tests {
                 (LoaderPhase::Initializer, 120, Some(125), 1),
             ]
         );
+        let hits: Vec<Option<u64>> = spans.iter().map(|s| s.probe_hits).collect();
+        assert_eq!(hits, [Some(4), Some(1), Some(1), Some(1)]);
         let details: Vec<_> = spans[1..]
             .iter()
             .map(|s| s.detail.clone().unwrap())
@@ -436,6 +476,40 @@ mod tests {
         assert_eq!(details, ["DT_INIT", "DT_INIT_ARRAY[0]", "DT_INIT_ARRAY[1]"]);
         assert!(spans[1..].iter().all(|s| s.base == Some(0x7000)));
         assert_eq!(spans[3].target, Some(0x7300));
+    }
+
+    #[test]
+    fn start_holds_every_hit_since_the_exec_and_entry_counts_them_all() {
+        let mut a = SpanAssembly::new(true);
+        // Hits before the exec belong to the old program.
+        a.add(5, 1, &hit(Probe::Lookup, None, Some(500)));
+        a.exec(5, 10, "/bin/prog");
+        a.add(5, 20, &hit(Probe::Relocate, Some("/l/libb.so"), Some(600)));
+        a.add(5, 21, &hit(Probe::Lookup, None, Some(500)));
+        a.add(6, 22, &hit(Probe::Lookup, None, Some(500)));
+        a.add(5, 23, &hit(Probe::RelocateReturn, None, None));
+        a.add(5, 30, &hit(Probe::RtldUser, None, Some(700)));
+        a.add(5, 40, &hit(Probe::Entry, None, Some(700)));
+        let spans: Vec<LoaderSpan> = a.finish().into_iter().map(|(s, _)| s).collect();
+        let hits: Vec<(LoaderPhase, Option<u64>)> =
+            spans.iter().map(|s| (s.phase, s.probe_hits)).collect();
+        assert_eq!(
+            hits,
+            [
+                (LoaderPhase::Start, Some(4)),
+                (LoaderPhase::Relocate, Some(2)),
+                (LoaderPhase::Entry, Some(5)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_span_that_never_ended_has_no_hit_count() {
+        let mut a = SpanAssembly::new(false);
+        a.add(7, 10, &hit(Probe::Dlopen, Some("libmissing.so"), Some(800)));
+        a.add(7, 11, &hit(Probe::Load, Some("libmissing.so"), Some(700)));
+        let spans: Vec<LoaderSpan> = a.finish().into_iter().map(|(s, _)| s).collect();
+        assert!(spans.iter().all(|s| s.probe_hits.is_none()));
     }
 
     #[test]
