@@ -195,21 +195,7 @@ impl Profile {
     /// (which debug file gave ld.so's probes, or why phases are missing).
     /// A run without it was recorded without tracing the loader.
     pub fn set_run_loader(&mut self, run: RunId, loader: &str) -> Result<()> {
-        let changed = self
-            .conn
-            .execute(
-                "UPDATE runs SET loader = ?2 WHERE id = ?1",
-                params![run, loader],
-            )
-            .map_err(|source| self.classify(source))?;
-        if changed == 0 {
-            return Err(Error::NoSuchRun {
-                path: self.path.clone(),
-                run,
-                hint: String::new(),
-            });
-        }
-        Ok(())
+        self.update_run(run, "UPDATE runs SET loader = ?2 WHERE id = ?1", &loader)
     }
 
     /// Records the calibrated cost of one loader probe hit, in ns, for a
@@ -220,12 +206,19 @@ impl Profile {
             path: self.path.clone(),
             detail: format!("run {run}: loader_hit_ns {hit_ns} does not fit 63 bits"),
         })?;
+        self.update_run(
+            run,
+            "UPDATE runs SET loader_hit_ns = ?2 WHERE id = ?1",
+            &hit_ns,
+        )
+    }
+
+    /// Runs one `UPDATE runs ... WHERE id = ?1` with `value` as ?2; a run
+    /// that does not exist is an error rather than a silent no-op.
+    fn update_run(&mut self, run: RunId, sql: &str, value: &dyn rusqlite::ToSql) -> Result<()> {
         let changed = self
             .conn
-            .execute(
-                "UPDATE runs SET loader_hit_ns = ?2 WHERE id = ?1",
-                params![run, hit_ns],
-            )
+            .execute(sql, params![run, value])
             .map_err(|source| self.classify(source))?;
         if changed == 0 {
             return Err(Error::NoSuchRun {
