@@ -218,6 +218,14 @@ fn sample_variance(samples: &[f64], mean: f64) -> Option<f64> {
     Some(squares / (samples.len() - 1) as f64)
 }
 
+/// The middle value; the mean of the two middle ones for an even count.
+/// `values` must not be empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    median_of_sorted(&sorted)
+}
+
 fn median_of_sorted(sorted: &[f64]) -> f64 {
     let middle = sorted.len() / 2;
     if sorted.len() % 2 == 1 {

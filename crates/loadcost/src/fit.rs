@@ -5,6 +5,7 @@
 //! without assuming the runs are normal.
 
 use crate::run::stream;
+use coldstart_bench::stats::median;
 use serde::Serialize;
 
 /// Bootstrap resamples behind every interval.
@@ -95,18 +96,6 @@ pub fn fit(levels: &[(u64, &[f64])], seed: u64) -> Option<(Vec<LevelSummary>, Fi
             r_squared,
         },
     ))
-}
-
-/// The middle value; the mean of the two middle ones for an even count.
-pub fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
 }
 
 /// Ordinary least squares: (slope, intercept).

@@ -11,7 +11,6 @@ use anyhow::{Context, bail};
 use coldstart_system::launch::Identity;
 use serde::Serialize;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -222,20 +221,7 @@ fn run_program(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if identity.switches() {
-        let groups = identity.groups.clone();
-        command.uid(identity.uid).gid(identity.gid);
-        // SAFETY: setgroups is async-signal-safe and `groups` was allocated
-        // before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
+    identity.apply_to(&mut command);
     let program = match mode {
         Mode::Dlopen => &config.dlopen_host,
         Mode::Needed => &config.needed_program,

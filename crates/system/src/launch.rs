@@ -74,6 +74,34 @@ impl Identity {
         }
     }
 
+    /// Makes `command` run as this identity when that is a change of user:
+    /// supplementary groups, gid and uid set between fork and exec, and
+    /// USER, LOGNAME and HOME to match. Nothing otherwise.
+    pub fn apply_to(&self, command: &mut Command) {
+        if !self.switches() {
+            return;
+        }
+        if let Some((name, home)) = &self.user {
+            command
+                .env("USER", name)
+                .env("LOGNAME", name)
+                .env("HOME", home);
+        }
+        let identity = self.clone();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setgroups(identity.groups.len(), identity.groups.as_ptr()) != 0
+                    || libc::setgid(identity.gid) != 0
+                    || libc::setuid(identity.uid) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
     /// True when starting the program needs a change of user.
     pub fn switches(&self) -> bool {
         // SAFETY: never fails.
@@ -243,27 +271,7 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
         }
     }
     command.process_group(0);
-    if spec.identity.switches() {
-        if let Some((name, home)) = &spec.identity.user {
-            command
-                .env("USER", name)
-                .env("LOGNAME", name)
-                .env("HOME", home);
-        }
-        let identity = spec.identity.clone();
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setgroups(identity.groups.len(), identity.groups.as_ptr()) != 0
-                    || libc::setgid(identity.gid) != 0
-                    || libc::setuid(identity.uid) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
+    spec.identity.apply_to(&mut command);
     if let Some(procs) = procs {
         // Runs before the user switch: joining the group needs root.
         // SAFETY: write(2) is async-signal-safe.
