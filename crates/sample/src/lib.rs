@@ -38,6 +38,7 @@ pub use manifest::{
     BuildRecord, Function, FunctionKind, GroundTruth, MANIFEST_FILE, MANIFEST_FORMAT, Module,
     ModuleLayout, SizeClass, StartupCall, StaticInitializer, TranslationUnit,
 };
+pub use rng::Rng;
 pub use spec::SampleSpec;
 
 use design::{Design, HEADER, MAIN_SOURCE, RUNTIME_SOURCE, source_name};

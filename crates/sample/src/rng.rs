@@ -1,4 +1,6 @@
-//! The generator's own pseudo-random numbers.
+//! The generator's own pseudo-random numbers, also the workspace's one
+//! splitmix64 (layout's partitioning hash and loadcost's run order draw from
+//! [`Rng::next_u64`]).
 //!
 //! The sample app is ground truth for other tests, so the same seed must
 //! give the same program forever. A published RNG crate may change its
@@ -7,7 +9,7 @@
 /// A splitmix64 stream (Steele, Lea and Flood, "Fast splittable
 /// pseudorandom number generators", 2014).
 #[derive(Debug, Clone)]
-pub(crate) struct Rng {
+pub struct Rng {
     state: u64,
 }
 
@@ -20,7 +22,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         Rng { state: seed }
     }
 
@@ -32,7 +34,8 @@ impl Rng {
         ))
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    /// The next output: the published splitmix64 sequence for this seed.
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN_GAMMA);
         mix(self.state)
     }

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// Indices of the pages of `path` resident in the page cache now, by
@@ -89,6 +90,20 @@ pub fn can_trace() -> bool {
         }
     }
     true
+}
+
+/// A new temporary directory on a disk filesystem (/var/tmp, not tmpfs, so
+/// its files' pages can be evicted and read back from a device) that every
+/// user can read: started through sudo, `coldstart trace` runs the program
+/// as the invoking user, who must reach what the test builds there.
+pub fn world_readable_temp_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .expect("a temporary directory in /var/tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod 755 the temporary directory");
+    dir
 }
 
 /// Runs a command to the end and panics, with its output, unless it
