@@ -436,7 +436,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub pages: bool,
 
-    /// Files to show in the text report: a number or "all"
+    /// Rows of the text report's per-file and per-loaded-object tables: a number or "all"
     #[arg(long, default_value = "25", value_name = "N|all", value_parser = parse_limit)]
     pub top: Limit,
 
