@@ -129,8 +129,29 @@ pub const LEAD: Flag = Flag {
     },
 };
 
+pub const NO_READ_AROUND: Flag = Flag {
+    long: "no-read-around",
+    short: None,
+    value_name: None,
+    help: "Make a fault on a data (non-executable) mapping of a planned shared library read its own page instead of a readahead window around it, through an LD_AUDIT module given to the program (glibc, dynamically linked programs; the kernel still reads ahead on executable mappings)",
+    default: None,
+    choices: &[],
+    set: |flags, _| {
+        flags.no_read_around = true;
+        Ok(())
+    },
+};
+
 /// Every flag, in the order help lists them.
-pub const ALL: [&Flag; 6] = [&PLAN, &THREADS, &METHOD, &LEAD, &WAIT, &VERBOSE];
+pub const ALL: [&Flag; 7] = [
+    &PLAN,
+    &THREADS,
+    &METHOD,
+    &LEAD,
+    &NO_READ_AROUND,
+    &WAIT,
+    &VERBOSE,
+];
 
 /// The program to start, after `--`: its name in help, and its help line.
 pub const COMMAND_VALUE_NAME: &str = "CMD";
@@ -155,6 +176,7 @@ pub struct LaunchFlags {
     pub lead_kb: Option<u64>,
     pub wait: bool,
     pub verbose: bool,
+    pub no_read_around: bool,
 }
 
 impl LaunchFlags {
@@ -172,6 +194,7 @@ impl LaunchFlags {
             self.lead_kb.unwrap_or(0),
             self.wait,
             self.verbose,
+            self.no_read_around,
         ))
     }
 }
@@ -185,6 +208,7 @@ pub fn launch(
     lead_kb: u64,
     wait: bool,
     verbose: bool,
+    no_read_around: bool,
 ) -> Launch {
     Launch {
         plan,
@@ -197,6 +221,7 @@ pub fn launch(
         },
         wait,
         verbose,
+        no_read_around,
     }
 }
 
@@ -221,6 +246,7 @@ mod tests {
         assert_eq!(parsed(&LEAD, "8192").unwrap().lead_kb, Some(8192));
         assert!(parsed(&WAIT, "").unwrap().wait);
         assert!(parsed(&VERBOSE, "").unwrap().verbose);
+        assert!(parsed(&NO_READ_AROUND, "").unwrap().no_read_around);
     }
 
     #[test]
@@ -259,7 +285,7 @@ mod tests {
         assert_eq!(defaults.replay.method, Method::Readahead);
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         assert_eq!(defaults.replay.threads, cpus.clamp(2, 8));
-        assert!(!defaults.wait && !defaults.verbose);
+        assert!(!defaults.wait && !defaults.verbose && !defaults.no_read_around);
         // `coldstart run` clamps what coldstart-run refuses.
         assert_eq!(defaults.lead_bytes, 0);
         let clamped = launch(
@@ -269,6 +295,7 @@ mod tests {
             4096,
             true,
             false,
+            true,
         );
         assert_eq!(clamped.replay.threads, 256);
         assert_eq!(clamped.lead_bytes, 4 << 20);

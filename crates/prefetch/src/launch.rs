@@ -5,6 +5,7 @@
 
 use crate::format;
 use crate::model::Plan;
+use crate::read_around;
 use crate::replay::{self, ReplayOptions, ReplayReport};
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -30,6 +31,9 @@ pub struct Launch {
     pub wait: bool,
     /// Name every skipped file and print what the replay did.
     pub verbose: bool,
+    /// Load the audit module that makes faults on planned files' data
+    /// mappings read one page (`read_around`).
+    pub no_read_around: bool,
 }
 
 /// Prefetches `launch.plan` beside (or, with `wait`, before) `command`,
@@ -37,12 +41,19 @@ pub struct Launch {
 /// started, with the exit status a shell would give: 127 when it is not
 /// found, 126 otherwise. Must be called while the process has one thread.
 pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
+    let mut environment = Vec::new();
     match load(&launch.plan) {
-        Ok(plan) if launch.wait => {
-            let report = replay::replay(&plan, &launch.replay, &AtomicBool::new(false));
-            tell(&launch.plan, &plan, &report, launch.verbose);
+        Ok(plan) => {
+            if launch.no_read_around {
+                environment = audit_environment(&plan);
+            }
+            if launch.wait {
+                let report = replay::replay(&plan, &launch.replay, &AtomicBool::new(false));
+                tell(&launch.plan, &plan, &report, launch.verbose);
+            } else {
+                start_prefetcher(launch, &plan);
+            }
         }
-        Ok(plan) => start_prefetcher(launch, &plan),
         Err(e) => eprintln!("{NAME}: {e}; starting the program without prefetching"),
     }
     let Some(program) = command.first() else {
@@ -52,6 +63,7 @@ pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
     // exec only returns on failure.
     let error = std::process::Command::new(program)
         .args(&command[1..])
+        .envs(environment)
         .exec();
     eprintln!(
         "{NAME}: cannot start {}: {error}",
@@ -62,6 +74,18 @@ pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
     } else {
         126
     }
+}
+
+/// The variables that load the `--no-read-around` module, or none (said once
+/// on stderr) when it cannot be installed: the program starts either way.
+fn audit_environment(plan: &Plan) -> Vec<(&'static str, OsString)> {
+    let existing = std::env::var_os(read_around::AUDIT_VARIABLE);
+    read_around::environment(plan, existing.as_deref()).unwrap_or_else(|e| {
+        eprintln!(
+            "{NAME}: --no-read-around: {e}; starting the program with the kernel's read-around"
+        );
+        Vec::new()
+    })
 }
 
 /// The plan at `path`, or why it cannot be used.

@@ -40,6 +40,9 @@ pub struct PrefetchArgs {
     )]
     pub lead_kb: u64,
 
+    #[arg(long = flags::NO_READ_AROUND.long, help = flags::NO_READ_AROUND.help)]
+    pub no_read_around: bool,
+
     #[arg(long = flags::WAIT.long, help = flags::WAIT.help)]
     pub wait: bool,
 
@@ -57,6 +60,7 @@ impl PrefetchArgs {
             self.lead_kb,
             self.wait,
             self.verbose,
+            self.no_read_around,
         )
     }
 }

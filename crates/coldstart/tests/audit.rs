@@ -1,0 +1,287 @@
+//! `--no-read-around` end to end: through coldstart-run, a fault on a data
+//! page of a planned shared library that the plan does not hold reads that
+//! one page (the program counts with mincore), where without the flag it
+//! reads a readahead window; the program's output and exit status are the
+//! same with the module as without it; a static program, and a module that
+//! cannot be installed, leave the program unchanged.
+
+use coldstart_prefetch::{PlanFile, format};
+use coldstart_testkit::run_ok;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const PAGE: u64 = 4096;
+
+/// Pages of the library's read-only data; the program touches the middle of
+/// COUNTED pages from FIRST. Those stay clear of what ld.so reads before any
+/// audit module can act: the readahead of its read() of the ELF header (at
+/// the start of the file) and the read-around of its first fault on the
+/// writable segment that follows the data, for read_ahead_kb up to 16 MiB.
+const BLOB_PAGES: u64 = 4096 + 512;
+const FIRST: u64 = 1024;
+const COUNTED: u64 = 256;
+
+/// Runs evict files and count resident pages: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const LIBRARY: &str = r#"
+#include <sys/mman.h>
+#include <time.h>
+__asm__(".section .rodata\n.balign 4096\nblob:\n.incbin \"BLOB\"\n.previous");
+extern const char blob[] __asm__("blob");
+int touch(long page) { return ((volatile const char *)blob)[page * 4096]; }
+/* Pages [first, first + pages) of blob in the page cache, once the read the
+ * touch started has had time to finish (only the faulting page is waited
+ * for). */
+int resident(long first, long pages) {
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, 0);
+    unsigned char v[4096];
+    if (pages > 4096 || mincore((void *)(blob + first * 4096), pages * 4096, v) != 0) return -1;
+    int n = 0;
+    for (long i = 0; i < pages; i++) n += v[i] & 1;
+    return n;
+}
+"#;
+
+const PROGRAM: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int touch(long page);
+int resident(long first, long pages);
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "echo") == 0) {
+        printf("out %s\n", argc > 2 ? argv[2] : "-");
+        fprintf(stderr, "err line\n");
+        return 7;
+    }
+    long first = atol(argv[1]), counted = atol(argv[2]);
+    touch(first + counted / 2);
+    printf("resident %d\n", resident(first, counted));
+    return 0;
+}
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    library: PathBuf,
+    program: PathBuf,
+    plan: PathBuf,
+}
+
+/// The library, a program linked to it, and a plan that lists the library
+/// (its first page) but none of its data; None after a skip.
+fn fixture() -> Option<Fixture> {
+    let dir = tempfile::Builder::new()
+        .prefix("coldstart-audit-test")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let blob = dir.path().join("blob.bin");
+    let bytes: Vec<u8> = (0..BLOB_PAGES * PAGE)
+        .map(|i| (i % 251) as u8 | 1)
+        .collect();
+    std::fs::write(&blob, bytes).unwrap();
+    let library_source = dir.path().join("libdata.c");
+    std::fs::write(
+        &library_source,
+        LIBRARY.replace("BLOB", blob.to_str().unwrap()),
+    )
+    .unwrap();
+    let library = dir.path().join("libdata.so");
+    let built = Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&library_source)
+        .status();
+    if !matches!(built, Ok(status) if status.success()) {
+        coldstart_testkit::skip("no C compiler (cc) to build the test library");
+        return None;
+    }
+    let program_source = dir.path().join("prog.c");
+    std::fs::write(&program_source, PROGRAM).unwrap();
+    let program = dir.path().join("prog");
+    run_ok(
+        Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&program)
+            .arg(&program_source)
+            .arg(format!("-L{}", dir.path().display()))
+            .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+            .arg("-ldata"),
+    );
+    // The plan names the file by the path the module reads back from /proc.
+    let canonical = std::fs::canonicalize(&library).unwrap();
+    let meta = std::fs::metadata(&library).unwrap();
+    let file = PlanFile {
+        path: canonical.to_str().unwrap().to_string(),
+        size: meta.size(),
+        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
+        build_id: None,
+    };
+    let plan = dir.path().join("lib.plan");
+    let handmade = coldstart_prefetch::handmade::plan(PAGE, vec![file], &[(0, 0, 1)]);
+    std::fs::write(&plan, format::write(&handmade)).unwrap();
+    Some(Fixture {
+        dir,
+        library,
+        program,
+        plan,
+    })
+}
+
+fn evict(path: &Path) {
+    let file = std::fs::File::open(path).unwrap();
+    file.sync_all().unwrap();
+    // SAFETY: plain fadvise on our own descriptor.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+}
+
+/// coldstart-run with a private cache directory for the module.
+fn wrapper(fixture: &Fixture, no_read_around: bool) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_coldstart-run"));
+    command.env("XDG_CACHE_HOME", fixture.dir.path().join("cache"));
+    command.env_remove("LD_AUDIT");
+    command.arg("--plan").arg(&fixture.plan);
+    if no_read_around {
+        command.arg("--no-read-around");
+    }
+    command.arg("--");
+    command
+}
+
+/// Pages of the counted range resident after the program touched one, with
+/// the library cold at the start.
+fn resident_after_one_touch(fixture: &Fixture, no_read_around: bool) -> u64 {
+    evict(&fixture.library);
+    let out = run_ok(
+        wrapper(fixture, no_read_around)
+            .arg(&fixture.program)
+            .arg(FIRST.to_string())
+            .arg(COUNTED.to_string()),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .trim()
+        .strip_prefix("resident ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected output: {stdout} {out:?}"))
+}
+
+#[test]
+fn a_data_fault_reads_its_page_with_the_module_and_a_window_without() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else { return };
+    let device_kb =
+        coldstart_system::readahead::read_ahead_kb_for(&fixture.library).unwrap_or_default();
+    if device_kb < 8 {
+        return coldstart_testkit::skip(
+            "the test directory's device reads ahead less than two pages: a miss costs a page either way",
+        );
+    }
+    let window = (device_kb * 1024 / PAGE).min(COUNTED);
+    for _ in 0..2 {
+        let without = resident_after_one_touch(&fixture, false);
+        let with = resident_after_one_touch(&fixture, true);
+        // The kernel's read-around around the touched page (the range is
+        // clipped to the counted pages)…
+        assert!(
+            without >= window / 2 && without > 1,
+            "without the module {without} of {COUNTED} pages resident, read_ahead_kb {device_kb}"
+        );
+        // …and with the module only the touched page itself.
+        assert_eq!(with, 1, "with the module");
+    }
+}
+
+/// stdout, stderr and exit status of the program.
+fn observed(out: &Output) -> (Vec<u8>, Vec<u8>, Option<i32>) {
+    (out.stdout.clone(), out.stderr.clone(), out.status.code())
+}
+
+#[test]
+fn the_program_behaves_the_same_with_the_module() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else { return };
+    let run = |no_read_around| {
+        wrapper(&fixture, no_read_around)
+            .args([fixture.program.as_os_str(), "echo".as_ref(), "x y".as_ref()])
+            .output()
+            .unwrap()
+    };
+    let direct = Command::new(&fixture.program)
+        .args(["echo", "x y"])
+        .output()
+        .unwrap();
+    let expected = (b"out x y\n".to_vec(), b"err line\n".to_vec(), Some(7));
+    assert_eq!(observed(&direct), expected);
+    assert_eq!(observed(&run(false)), expected);
+    assert_eq!(observed(&run(true)), expected);
+    // An LD_AUDIT the caller set is kept: here one that cannot load, so
+    // glibc says so, the same with the module as without.
+    let with_other = |no_read_around| {
+        let mut command = wrapper(&fixture, no_read_around);
+        command
+            .env("LD_AUDIT", "/nonexistent/other-audit.so")
+            .args([fixture.program.as_os_str(), "echo".as_ref()]);
+        command.output().unwrap()
+    };
+    let (plain, advised) = (with_other(false), with_other(true));
+    assert_eq!(observed(&plain), observed(&advised));
+    assert!(
+        String::from_utf8_lossy(&plain.stderr).contains("/nonexistent/other-audit.so"),
+        "{plain:?}"
+    );
+}
+
+#[test]
+fn a_static_program_and_an_uninstallable_module_change_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else { return };
+    let source = fixture.dir.path().join("static.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\nint main(void) { puts(\"static\"); fputs(\"e\\n\", stderr); return 5; }\n",
+    )
+    .unwrap();
+    let program = fixture.dir.path().join("static");
+    let built = Command::new("cc")
+        .args(["-static", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status();
+    if !matches!(built, Ok(status) if status.success()) {
+        return coldstart_testkit::skip("no static libc to link a static test program");
+    }
+    let expected = (b"static\n".to_vec(), b"e\n".to_vec(), Some(5));
+    let out = wrapper(&fixture, true).arg(&program).output().unwrap();
+    assert_eq!(observed(&out), expected);
+
+    // A cache directory others may write to is refused: the program runs
+    // without the module, and coldstart-run says why in one line.
+    let open = fixture.dir.path().join("open-cache");
+    std::fs::create_dir_all(open.join("coldstart")).unwrap();
+    std::fs::set_permissions(
+        open.join("coldstart"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let out = wrapper(&fixture, true)
+        .env("XDG_CACHE_HOME", &open)
+        .args([fixture.program.as_os_str(), "echo".as_ref()])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"out -\n");
+    assert_eq!(out.status.code(), Some(7));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (ours, program): (Vec<&str>, Vec<&str>) = stderr
+        .lines()
+        .partition(|line| line.starts_with("coldstart run:"));
+    assert_eq!(program, ["err line"], "{stderr}");
+    assert_eq!(ours.len(), 1, "{stderr}");
+    assert!(ours[0].contains("--no-read-around"), "{stderr}");
+    assert!(!stderr.contains("ld.so"), "{stderr}");
+}
