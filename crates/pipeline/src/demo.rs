@@ -36,7 +36,12 @@ pub fn pack_app(
         reports.push(coldstart_pack::pack_file(input, Some(&output))?);
         outputs.push(output);
     }
-    let ran = std::process::Command::new(&outputs[0])
+    // It runs in its own directory, and exec resolves a relative path with
+    // a slash against the new working directory: made absolute first (the
+    // demo's default directory is relative, and this step always failed).
+    let program = std::path::absolute(&outputs[0])
+        .with_context(|| format!("finding {}", outputs[0].display()))?;
+    let ran = std::process::Command::new(&program)
         .current_dir(dir)
         .output()
         .with_context(|| format!("running {}", outputs[0].display()))?;

@@ -110,7 +110,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     ) {
         Ok(packed) => {
             step(&format!(
-                "packed its relative relocations as DT_RELR (coldstart pack): {} and {} in {}",
+                "packed its relative relocations as DT_RELR (coldstart pack): {} and {}, which {}",
                 packed.executable.display(),
                 packed.library.display(),
                 if packed.output_matches {
