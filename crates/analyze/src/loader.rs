@@ -519,7 +519,14 @@ fn phase_slot(phase: LoaderPhase) -> usize {
 fn empty_phases() -> Vec<PhaseTotal> {
     LoaderPhase::ALL
         .iter()
-        .map(|&phase| PhaseTotal {
+        .map(|&phase| PhaseTotal::empty(phase))
+        .collect()
+}
+
+impl PhaseTotal {
+    /// A phase with no spans yet.
+    pub fn empty(phase: LoaderPhase) -> PhaseTotal {
+        PhaseTotal {
             phase,
             spans: 0,
             unfinished: 0,
@@ -529,8 +536,8 @@ fn empty_phases() -> Vec<PhaseTotal> {
             corrected_total_ns: None,
             corrected_self_ns: None,
             io: PagesIo::default(),
-        })
-        .collect()
+        }
+    }
 }
 
 /// Adds `value` to a corrected figure that is known for all or none.

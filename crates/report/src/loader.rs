@@ -367,15 +367,8 @@ mod tests {
             initializers: 0,
             initializers_ns: 0,
             phases: vec![PhaseTotal {
-                phase: LoaderPhase::Start,
                 spans: 1,
-                unfinished: 0,
-                total_ns: 0,
-                self_ns: 0,
-                probe_hits: 0,
-                corrected_total_ns: None,
-                corrected_self_ns: None,
-                io: PagesIo::default(),
+                ..PhaseTotal::empty(LoaderPhase::Start)
             }],
             objects,
             dlopens: Vec::new(),
