@@ -107,3 +107,12 @@ def read_ahead_of(path):
             return f.read().strip()
     except OSError:
         return "unknown"
+
+
+def read_ahead_settings(requested, path="/usr"):
+    """The read_ahead_kb settings to measure at (those requested, else 128
+    and the device's own), and the device's own setting as text: a block at
+    the device's own setting changes nothing (ReadAhead(None))."""
+    device = read_ahead_of(path)
+    settings = requested or sorted({128, int(device)} if device.isdigit() else {128})
+    return settings, device

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ReadAhead, build_coldstart, ensure_installed, read_ahead_of
+from benchlib import ReadAhead, build_coldstart, ensure_installed, read_ahead_settings
 
 MIN_GAP_CLOSED = 0.80
 MAX_READ_OVER_TOUCHED = 1.2
@@ -198,8 +198,7 @@ def main():
     wanted = args.only or list(table)
     ensure_installed({path: pkg for name in wanted for path, pkg in table[name][1].items()})
     coldstart = build_coldstart()
-    device = read_ahead_of("/usr")
-    settings = args.read_ahead_kb or sorted({128, int(device)} if device.isdigit() else {128})
+    settings, device = read_ahead_settings(args.read_ahead_kb)
     results = []
     for name in wanted:
         argv, _, dirs = table[name]

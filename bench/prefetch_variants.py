@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 
-from benchlib import ReadAhead, build_coldstart, read_ahead_of
+from benchlib import ReadAhead, build_coldstart, read_ahead_settings
 from prefetch_apps import programs, run
 
 LEAD_KB = 32768
@@ -85,8 +85,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     table = programs(args.dir)
     coldstart = args.coldstart or build_coldstart()
-    device = read_ahead_of("/usr")
-    settings = args.read_ahead_kb or sorted({128, int(device)} if device.isdigit() else {128})
+    settings, device = read_ahead_settings(args.read_ahead_kb)
     for name in args.only or list(table):
         argv, _, dirs = table[name]
         for d in dirs:
