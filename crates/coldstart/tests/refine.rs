@@ -87,13 +87,7 @@ fn data_file(dir: &Path, name: &str, pages: u64) -> PlanFile {
     let path = dir.join(name);
     coldstart_testkit::cold_file(&path, pages, page_size());
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let meta = std::fs::metadata(&path).unwrap();
-    PlanFile {
-        path: path.to_str().unwrap().to_string(),
-        size: meta.size(),
-        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
-        build_id: None,
-    }
+    coldstart_prefetch::handmade::file(&path).unwrap()
 }
 
 /// tests/fixtures/fast_slow.c, built by gcc into `dir`.

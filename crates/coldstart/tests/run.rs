@@ -6,7 +6,6 @@
 use coldstart_prefetch::{PlanFile, format};
 use coldstart_testkit::run_ok;
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,13 +29,7 @@ fn disk_tempdir() -> tempfile::TempDir {
 /// A written-back, evicted file of `pages` pages.
 fn cold_file(path: &Path, pages: u64) -> PlanFile {
     coldstart_testkit::cold_file(path, pages, PAGE);
-    let meta = std::fs::metadata(path).unwrap();
-    PlanFile {
-        path: path.to_str().unwrap().to_string(),
-        size: meta.size(),
-        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
-        build_id: None,
-    }
+    coldstart_prefetch::handmade::file(path).unwrap()
 }
 
 fn write_plan(path: &Path, files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) {

@@ -170,6 +170,12 @@ pub struct MissAccount {
     /// prefetcher and by the program; not in the counts above.
     pub prefetcher_in_kernel: Count,
     pub program_in_kernel: Count,
+    /// The part of each in-kernel count that is filesystem metadata read
+    /// from a device holding the run's files (inode tables, directories,
+    /// extent and bitmap blocks): what a start still reads from the block
+    /// device besides file pages.
+    pub prefetcher_metadata: Count,
+    pub program_metadata: Count,
     pub by_reason: ByReason,
     /// Processes that read anything, most bytes first.
     pub processes: Vec<ProcessMisses>,
@@ -348,6 +354,30 @@ fn in_kernel_files(run: &LoadedRun) -> HashSet<FileId> {
         .collect()
 }
 
+/// The in-kernel files that are a block device's own cache, where
+/// filesystems keep their metadata. The kernel's block device
+/// pseudo-filesystem numbers each device's inode with the device's own
+/// number in its internal encoding (major << 20 | minor), so a device-0
+/// file whose inode is that number for a device holding one of the run's
+/// files is the metadata of the filesystem on it. Shared memory and other
+/// in-kernel files are numbered otherwise.
+pub fn metadata_files(run: &LoadedRun) -> HashSet<FileId> {
+    let devices: HashSet<u64> = run
+        .files
+        .iter()
+        .filter(|f| libc::major(f.dev as libc::dev_t) != 0)
+        .map(|f| {
+            let dev = f.dev as libc::dev_t;
+            (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev))
+        })
+        .collect();
+    run.files
+        .iter()
+        .filter(|f| libc::major(f.dev as libc::dev_t) == 0 && devices.contains(&f.ino))
+        .map(|f| f.id)
+        .collect()
+}
+
 fn contains(set: &PageSet, page: u64) -> bool {
     set.pages_overlapping(page, page + 1, 1) > 0
 }
@@ -370,8 +400,11 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         .collect();
 
     let in_kernel = in_kernel_files(run);
+    let metadata = metadata_files(run);
     let mut prefetcher_in_kernel = Count::default();
     let mut program_in_kernel = Count::default();
+    let mut prefetcher_metadata = Count::default();
+    let mut program_metadata = Count::default();
     let mut prefetched = Count::default();
     let mut prefetched_by_file: HashMap<String, Count> = HashMap::new();
     for e in run
@@ -382,13 +415,23 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         let pages = event_pages(e);
         let n = pages.end - pages.start;
         if in_kernel.contains(&e.file_id) {
-            let count = if prefetcher.contains(&e.pid) {
+            let by_prefetcher = prefetcher.contains(&e.pid);
+            let mut counts = vec![if by_prefetcher {
                 &mut prefetcher_in_kernel
             } else {
                 &mut program_in_kernel
-            };
-            count.pages += n;
-            count.bytes += n * page_size;
+            }];
+            if metadata.contains(&e.file_id) {
+                counts.push(if by_prefetcher {
+                    &mut prefetcher_metadata
+                } else {
+                    &mut program_metadata
+                });
+            }
+            for count in counts {
+                count.pages += n;
+                count.bytes += n * page_size;
+            }
             continue;
         }
         if !prefetcher.contains(&e.pid) {
@@ -472,6 +515,8 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         program,
         prefetcher_in_kernel,
         program_in_kernel,
+        prefetcher_metadata,
+        program_metadata,
         by_reason,
         processes: process_rows,
         files: file_rows,

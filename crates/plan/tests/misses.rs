@@ -38,6 +38,12 @@ const CHANGED: FileId = 3;
 const IN_KERNEL: FileId = 4;
 const B: FileId = 5;
 const OTHER: FileId = 6;
+/// The block device's own cache for SDA1 (filesystem metadata), and an
+/// in-kernel file numbered like a device the run has no file on.
+const METADATA: FileId = 7;
+const DECOY: FileId = 8;
+/// makedev(0, 3): the block device pseudo-filesystem.
+const BDEV: u64 = 3;
 
 fn extent(file: usize, page: u64, pages: u64) -> Extent {
     Extent {
@@ -149,6 +155,10 @@ fn the_plan() -> Plan {
 ///   pages, 1 demanded;
 /// - file-changed: changed.so 0-2, page 0 faulted: 3 pages, 1 demanded;
 /// - in-kernel: shm 4-6 read by the program: 3 pages, counted apart;
+/// - metadata: SDA1's block device cache (inode 8 << 20 | 1), 3 pages read
+///   by the prefetcher and 4 by the program; a decoy in-kernel file
+///   numbered as device 9:0, which holds none of the run's files, 1 page
+///   read by the child: in-kernel, not metadata;
 /// - the outsider's reads of a.so 60-69 and other.so: ignored.
 fn served() -> LoadedRun {
     let files = vec![
@@ -161,6 +171,18 @@ fn served() -> LoadedRun {
         },
         file(B, "/lib/b.so", 10),
         file(OTHER, "/lib/other.so", 10),
+        File {
+            dev: BDEV,
+            ino: (8 << 20) | 1,
+            path: None,
+            ..file(METADATA, "", 1 << 20)
+        },
+        File {
+            dev: BDEV,
+            ino: 9 << 20,
+            path: None,
+            ..file(DECOY, "", 1 << 20)
+        },
     ];
     use PageEventKind::*;
     let events = vec![
@@ -187,6 +209,9 @@ fn served() -> LoadedRun {
         event(81, APP, CHANGED, 0, 3, Read),
         event(90, APP, IN_KERNEL, 4, 3, Read),
         event(91, APP, IN_KERNEL, 4, 1, Fault),
+        event(92, PREFETCHER_THREAD, METADATA, 5000, 3, Read),
+        event(93, APP, METADATA, 9000, 4, Read),
+        event(94, CHILD, DECOY, 7, 1, Read),
         event(100, OUTSIDER, A, 60, 10, Read),
         event(101, OUTSIDER, OTHER, 0, 4, Read),
         event(102, OUTSIDER, OTHER, 1, 1, Fault),
@@ -271,10 +296,14 @@ fn the_account_sums_the_reasons_per_run_process_and_file() {
     assert_eq!(account.prefetcher_tasks, 2);
     // 10 pages, then page 5 again; the prefetcher demands nothing.
     assert_eq!(account.prefetcher, count(11, 0));
-    assert_eq!(account.prefetcher_in_kernel, count(2, 0));
+    // shm 2 + metadata 3; the metadata alone.
+    assert_eq!(account.prefetcher_in_kernel, count(5, 0));
+    assert_eq!(account.prefetcher_metadata, count(3, 0));
     // 3 evicted + 5 race + 4 page + 8 file + 3 changed; 1+1+2+1+1 demanded.
     assert_eq!(account.program, count(23, 6));
-    assert_eq!(account.program_in_kernel, count(3, 0));
+    // shm 3 + metadata 4 + decoy 1; the metadata alone.
+    assert_eq!(account.program_in_kernel, count(8, 0));
+    assert_eq!(account.program_metadata, count(4, 0));
     assert_eq!(
         account.by_reason,
         reasons(&[
@@ -365,10 +394,13 @@ fn a_run_without_the_prefetcher_puts_every_read_on_the_program() {
     assert_eq!(account.prefetcher_tasks, 0);
     assert_eq!(account.prefetcher, count(0, 0));
     assert_eq!(account.prefetcher_in_kernel, count(0, 0));
-    // Its 11 reads of a.so join the program's 23; shm 0-1 joins the
-    // program's in-kernel pages. Page 23's fault is now the program's.
+    assert_eq!(account.prefetcher_metadata, count(0, 0));
+    // Its 11 reads of a.so join the program's 23; shm 0-1 and its 3
+    // metadata pages join the program's in-kernel pages. Page 23's fault is
+    // now the program's.
     assert_eq!(account.program, count(34, 7));
-    assert_eq!(account.program_in_kernel, count(5, 0));
+    assert_eq!(account.program_in_kernel, count(13, 0));
+    assert_eq!(account.program_metadata, count(7, 0));
     assert_eq!(account.by_reason.get(MissReason::Evicted), count(0, 0));
 }
 

@@ -2,6 +2,20 @@
 //! replay is asked for (as `coldstart_profile::handmade` does for runs).
 
 use crate::model::{Extent, Plan, PlanFile, PlanSource};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// The file at `path` as a plan records it now: its size and modification
+/// time, no build-id.
+pub fn file(path: &Path) -> std::io::Result<PlanFile> {
+    let meta = std::fs::metadata(path)?;
+    Ok(PlanFile {
+        path: path.to_string_lossy().into_owned(),
+        size: meta.size(),
+        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
+        build_id: None,
+    })
+}
 
 /// A plan of `files` whose `extents` are (file index, first page, pages),
 /// in prefetch order, needed 1 ms apart; no extent merged or split.

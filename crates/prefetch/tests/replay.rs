@@ -18,13 +18,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn cold_file(dir: &Path, name: &str, pages: u64) -> PlanFile {
     let path = dir.join(name);
     coldstart_testkit::cold_file(&path, pages, PAGE);
-    let meta = std::fs::metadata(&path).unwrap();
-    PlanFile {
-        path: path.to_str().unwrap().to_string(),
-        size: meta.size(),
-        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
-        build_id: None,
-    }
+    coldstart_prefetch::handmade::file(&path).unwrap()
 }
 
 /// Pages of `path` resident now, by mincore.

@@ -24,12 +24,24 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             .map(|r| format!(", {:.1}% of the plan", r * 100.0))
             .unwrap_or_default(),
     );
-    if account.prefetcher_in_kernel.pages + account.program_in_kernel.pages > 0 {
+    if account.prefetcher_metadata.pages + account.program_metadata.pages > 0 {
         let _ = writeln!(
             out,
-            "in-kernel files (filesystem metadata, shared memory), not counted above: the prefetcher brought in {}, the program {}",
-            human_bytes(account.prefetcher_in_kernel.bytes),
-            human_bytes(account.program_in_kernel.bytes)
+            "filesystem metadata (inode tables, directories, extent blocks), not counted above: the prefetcher read {} ({} pages), the program {} ({} pages)",
+            human_bytes(account.prefetcher_metadata.bytes),
+            thousands(account.prefetcher_metadata.pages),
+            human_bytes(account.program_metadata.bytes),
+            thousands(account.program_metadata.pages)
+        );
+    }
+    let other_prefetcher = account.prefetcher_in_kernel.pages - account.prefetcher_metadata.pages;
+    let other_program = account.program_in_kernel.pages - account.program_metadata.pages;
+    if other_prefetcher + other_program > 0 {
+        let _ = writeln!(
+            out,
+            "other in-kernel files (shared memory, memfd), not counted above: the prefetcher brought in {}, the program {}",
+            human_bytes(other_prefetcher * account.page_size),
+            human_bytes(other_program * account.page_size)
         );
     }
     if account.prefetcher_tasks == 0 {

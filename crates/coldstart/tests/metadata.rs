@@ -1,0 +1,187 @@
+//! Filesystem metadata in the miss accounting, end to end as root: on a
+//! freshly mounted ext4 image (a loop device, so nothing of its inode
+//! tables and directories is cached), a traced start through coldstart-run
+//! reads metadata; the report's `prefetcher_metadata` and
+//! `program_metadata` pages must add up to what the loop device's own page
+//! cache gained over the start, counted by cachestat on the device itself.
+
+use coldstart_prefetch::{PlanFile, format};
+use coldstart_testkit::{can_trace, run_ok, skip, world_readable_temp_dir};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const DIRECTORIES: usize = 16;
+const FILES_PER_DIRECTORY: usize = 40;
+const PAGE: u64 = 4096;
+const IMAGE_BYTES: u64 = 64 << 20;
+
+/// A loop-mounted filesystem image, unmounted when dropped (the loop
+/// device goes with it: `mount -o loop` sets it to clear itself).
+struct Mounted {
+    point: PathBuf,
+}
+
+impl Mounted {
+    fn new(image: &Path, point: &Path, options: &str) -> Option<Mounted> {
+        let status = Command::new("mount")
+            .args(["-o", &format!("loop,{options}")])
+            .arg(image)
+            .arg(point)
+            .status();
+        matches!(status, Ok(s) if s.success()).then(|| Mounted {
+            point: point.to_path_buf(),
+        })
+    }
+
+    /// The block device behind the mount.
+    fn device(&self) -> PathBuf {
+        let out = run_ok(
+            Command::new("findmnt")
+                .args(["-n", "-o", "SOURCE", "--target"])
+                .arg(&self.point),
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.point).status();
+    }
+}
+
+fn cached_pages(device: &Path) -> u64 {
+    let file = std::fs::File::open(device).unwrap();
+    coldstart_system::cache::cached_pages_in(&file, 0, IMAGE_BYTES)
+        .unwrap()
+        .expect("cachestat on the loop device")
+}
+
+fn files(point: &Path) -> Vec<PathBuf> {
+    (0..DIRECTORIES)
+        .flat_map(|d| {
+            (0..FILES_PER_DIRECTORY).map(move |f| point.join(format!("d{d}")).join(format!("f{f}")))
+        })
+        .collect()
+}
+
+#[test]
+fn metadata_pages_add_up_to_what_the_block_device_cache_gained() {
+    if !can_trace() {
+        return;
+    }
+    let dir = world_readable_temp_dir("coldstart-metadata-test");
+    let image = dir.path().join("fs.img");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(IMAGE_BYTES)
+        .unwrap();
+    let made = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-b", "4096"])
+        .arg(&image)
+        .output();
+    if !matches!(&made, Ok(out) if out.status.success()) {
+        skip("mkfs.ext4 (e2fsprogs) could not make a test filesystem");
+        return;
+    }
+    let point = dir.path().join("mnt");
+    std::fs::create_dir(&point).unwrap();
+    // The plan: the first file of each directory, its one page.
+    let planned: Vec<PlanFile>;
+    {
+        let Some(_writable) = Mounted::new(&image, &point, "rw") else {
+            skip("cannot mount a loop device here");
+            return;
+        };
+        std::fs::set_permissions(&point, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for d in 0..DIRECTORIES {
+            std::fs::create_dir(point.join(format!("d{d}"))).unwrap();
+        }
+        for path in files(&point) {
+            std::fs::write(&path, vec![b'x'; PAGE as usize]).unwrap();
+        }
+        // The plan, from this mount: looking the files up after the next
+        // would read the metadata the start is to read.
+        planned = files(&point)
+            .iter()
+            .step_by(FILES_PER_DIRECTORY)
+            .map(|path| coldstart_prefetch::handmade::file(path).unwrap())
+            .collect();
+    }
+    // Mounted again, read-only (no atime or journal writes): nothing of its
+    // metadata beyond what mounting reads is cached, and nothing here looks
+    // at its files before the start.
+    let mounted = Mounted::new(&image, &point, "ro,noatime").expect("mount the image again");
+    let device = mounted.device();
+    let all = files(&point);
+    let extents: Vec<(usize, u64, u64)> = (0..planned.len()).map(|i| (i, 0, 1)).collect();
+    let plan = dir.path().join("meta.plan");
+    std::fs::write(
+        &plan,
+        format::write(&coldstart_prefetch::handmade::plan(PAGE, planned, &extents)),
+    )
+    .unwrap();
+    std::fs::set_permissions(&plan, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let db = dir.path().join("served.db");
+    let before = cached_pages(&device);
+    run_ok(
+        Command::new(env!("CARGO_BIN_EXE_coldstart"))
+            .arg("trace")
+            .arg("-o")
+            .arg(&db)
+            // Not the default cold cache: dropping the whole cache would
+            // drop the device's cache too, under the count taken before.
+            // The image's files are cold anyway, freshly mounted; evicting
+            // one of them would look it up before the start, so the plan
+            // (outside the image) is what is evicted.
+            .arg("--evict")
+            .arg(&plan)
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_coldstart-run"))
+            .arg("--plan")
+            .arg(&plan)
+            .args(["--", "cat"])
+            .args(&all),
+    );
+    let gained = cached_pages(&device) - before;
+    assert!(
+        gained > 0,
+        "the start read no metadata of {}",
+        device.display()
+    );
+
+    let out = run_ok(
+        Command::new(env!("CARGO_BIN_EXE_coldstart"))
+            .arg("report")
+            .arg(&db)
+            .arg("--json"),
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let misses = &report["misses"];
+    let pages = |key: &str| {
+        misses[key]["pages"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key}: {misses:#}"))
+    };
+    let (prefetcher, program) = (pages("prefetcher_metadata"), pages("program_metadata"));
+    assert_eq!(
+        prefetcher + program,
+        gained,
+        "metadata pages in the report (prefetcher {prefetcher}, program {program}) against \
+         the pages {} gained in its own cache",
+        device.display()
+    );
+    // The prefetcher opened one file per directory before the program got
+    // far: it read metadata too.
+    assert!(prefetcher > 0, "{misses:#}");
+    // Metadata is apart from the file pages and within the in-kernel pages.
+    for side in ["prefetcher", "program"] {
+        assert!(
+            pages(&format!("{side}_in_kernel")) >= pages(&format!("{side}_metadata")),
+            "{misses:#}"
+        );
+    }
+}
