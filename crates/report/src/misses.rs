@@ -27,11 +27,9 @@ pub fn render(account: &MissAccount, top: usize) -> String {
     if account.prefetcher_metadata.pages + account.program_metadata.pages > 0 {
         let _ = writeln!(
             out,
-            "filesystem metadata (inode tables, directories, extent blocks), not counted above: the prefetcher read {} ({} pages), the program {} ({} pages)",
+            "filesystem metadata (inode tables, directories, extent blocks), not counted above: the prefetcher read {}, the program {}",
             human_bytes(account.prefetcher_metadata.bytes),
-            thousands(account.prefetcher_metadata.pages),
-            human_bytes(account.program_metadata.bytes),
-            thousands(account.program_metadata.pages)
+            human_bytes(account.program_metadata.bytes)
         );
     }
     let other_prefetcher = account.prefetcher_in_kernel.pages - account.prefetcher_metadata.pages;
