@@ -415,22 +415,16 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         let pages = event_pages(e);
         let n = pages.end - pages.start;
         if in_kernel.contains(&e.file_id) {
-            let by_prefetcher = prefetcher.contains(&e.pid);
-            let mut counts = vec![if by_prefetcher {
-                &mut prefetcher_in_kernel
+            let (in_kernel_count, metadata_count) = if prefetcher.contains(&e.pid) {
+                (&mut prefetcher_in_kernel, &mut prefetcher_metadata)
             } else {
-                &mut program_in_kernel
-            }];
+                (&mut program_in_kernel, &mut program_metadata)
+            };
+            in_kernel_count.pages += n;
+            in_kernel_count.bytes += n * page_size;
             if metadata.contains(&e.file_id) {
-                counts.push(if by_prefetcher {
-                    &mut prefetcher_metadata
-                } else {
-                    &mut program_metadata
-                });
-            }
-            for count in counts {
-                count.pages += n;
-                count.bytes += n * page_size;
+                metadata_count.pages += n;
+                metadata_count.bytes += n * page_size;
             }
             continue;
         }
