@@ -14,27 +14,18 @@ fn coldstart() -> Command {
 #[test]
 fn a_quick_experiment_reports_every_series_and_the_direct_check() {
     if Command::new("cc").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("COLDSTART_REQUIRE_ROOT").is_none(),
-            "cc is required"
-        );
-        eprintln!("SKIPPED: needs a C compiler (apt-get install gcc)");
+        coldstart_testkit::skip("needs a C compiler (apt-get install gcc)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("loadcost.svg");
-    let output = coldstart()
-        .args(["loadcost", "--quick", "--rounds", "3"])
-        .args(["--factors", "initializers,relative", "--json", "--dir"])
-        .arg(dir.path().join("work"))
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = coldstart_testkit::run_ok(
+        coldstart()
+            .args(["loadcost", "--quick", "--rounds", "3"])
+            .args(["--factors", "initializers,relative", "--json", "--dir"])
+            .arg(dir.path().join("work"))
+            .arg("--svg")
+            .arg(&svg),
     );
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["rounds"], 3);
