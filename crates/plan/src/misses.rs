@@ -125,6 +125,15 @@ impl ByReason {
     }
 }
 
+/// Filesystem metadata read from one block device's own cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceMetadata {
+    /// The device's number, `major:minor`.
+    pub device: String,
+    pub prefetcher: Count,
+    pub program: Count,
+}
+
 /// What the program read anyway, in one process (thread group) of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessMisses {
@@ -176,6 +185,8 @@ pub struct MissAccount {
     /// device besides file pages.
     pub prefetcher_metadata: Count,
     pub program_metadata: Count,
+    /// The metadata counts per block device, most pages first.
+    pub metadata_devices: Vec<DeviceMetadata>,
     pub by_reason: ByReason,
     /// Processes that read anything, most bytes first.
     pub processes: Vec<ProcessMisses>,
@@ -360,21 +371,26 @@ fn in_kernel_files(run: &LoadedRun) -> HashSet<FileId> {
 /// number in its internal encoding (major << 20 | minor), so a device-0
 /// file whose inode is that number for a device holding one of the run's
 /// files is the metadata of the filesystem on it. Shared memory and other
-/// in-kernel files are numbered otherwise.
-pub fn metadata_files(run: &LoadedRun) -> HashSet<FileId> {
-    let devices: HashSet<u64> = run
+/// in-kernel files are numbered otherwise. Each such file maps to its
+/// device, `major:minor`.
+pub fn metadata_files(run: &LoadedRun) -> HashMap<FileId, String> {
+    let devices: HashMap<u64, String> = run
         .files
         .iter()
         .filter(|f| libc::major(f.dev as libc::dev_t) != 0)
         .map(|f| {
             let dev = f.dev as libc::dev_t;
-            (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev))
+            let (major, minor) = (libc::major(dev), libc::minor(dev));
+            (
+                (u64::from(major) << 20) | u64::from(minor),
+                format!("{major}:{minor}"),
+            )
         })
         .collect();
     run.files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) == 0 && devices.contains(&f.ino))
-        .map(|f| f.id)
+        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .filter_map(|f| devices.get(&f.ino).map(|device| (f.id, device.clone())))
         .collect()
 }
 
@@ -405,6 +421,7 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
     let mut program_in_kernel = Count::default();
     let mut prefetcher_metadata = Count::default();
     let mut program_metadata = Count::default();
+    let mut by_device: HashMap<&str, DeviceMetadata> = HashMap::new();
     let mut prefetched = Count::default();
     let mut prefetched_by_file: HashMap<String, Count> = HashMap::new();
     for e in run
@@ -415,16 +432,31 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         let pages = event_pages(e);
         let n = pages.end - pages.start;
         if in_kernel.contains(&e.file_id) {
-            let (in_kernel_count, metadata_count) = if prefetcher.contains(&e.pid) {
+            let by_prefetcher = prefetcher.contains(&e.pid);
+            let (in_kernel_count, metadata_count) = if by_prefetcher {
                 (&mut prefetcher_in_kernel, &mut prefetcher_metadata)
             } else {
                 (&mut program_in_kernel, &mut program_metadata)
             };
             in_kernel_count.pages += n;
             in_kernel_count.bytes += n * page_size;
-            if metadata.contains(&e.file_id) {
-                metadata_count.pages += n;
-                metadata_count.bytes += n * page_size;
+            if let Some(device) = metadata.get(&e.file_id) {
+                let row = by_device.entry(device).or_insert_with(|| DeviceMetadata {
+                    device: device.clone(),
+                    prefetcher: Count::default(),
+                    program: Count::default(),
+                });
+                for count in [
+                    metadata_count,
+                    if by_prefetcher {
+                        &mut row.prefetcher
+                    } else {
+                        &mut row.program
+                    },
+                ] {
+                    count.pages += n;
+                    count.bytes += n * page_size;
+                }
             }
             continue;
         }
@@ -499,6 +531,13 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
             .then(a.path.cmp(&b.path))
     });
 
+    let mut metadata_devices: Vec<DeviceMetadata> = by_device.into_values().collect();
+    metadata_devices.sort_by(|a, b| {
+        (b.prefetcher.pages + b.program.pages)
+            .cmp(&(a.prefetcher.pages + a.program.pages))
+            .then_with(|| a.device.cmp(&b.device))
+    });
+
     MissAccount {
         run: run.id(),
         page_size,
@@ -511,6 +550,7 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         program_in_kernel,
         prefetcher_metadata,
         program_metadata,
+        metadata_devices,
         by_reason,
         processes: process_rows,
         files: file_rows,

@@ -7,7 +7,8 @@ mod common;
 
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::misses::{
-    ByReason, Count, FileMisses, MissAccount, MissReason, account, misses, plan_of_run,
+    ByReason, Count, DeviceMetadata, FileMisses, MissAccount, MissReason, account, misses,
+    plan_of_run,
 };
 use coldstart_prefetch::replay::PREFETCHER_COMM;
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
@@ -304,6 +305,15 @@ fn the_account_sums_the_reasons_per_run_process_and_file() {
     // shm 3 + metadata 4 + decoy 1; the metadata alone.
     assert_eq!(account.program_in_kernel, count(8, 0));
     assert_eq!(account.program_metadata, count(4, 0));
+    // All of it from sda1's cache; the decoy names no device of the run.
+    assert_eq!(
+        account.metadata_devices,
+        [DeviceMetadata {
+            device: "8:1".into(),
+            prefetcher: count(3, 0),
+            program: count(4, 0),
+        }]
+    );
     assert_eq!(
         account.by_reason,
         reasons(&[
@@ -401,6 +411,14 @@ fn a_run_without_the_prefetcher_puts_every_read_on_the_program() {
     assert_eq!(account.program, count(34, 7));
     assert_eq!(account.program_in_kernel, count(13, 0));
     assert_eq!(account.program_metadata, count(7, 0));
+    assert_eq!(
+        account.metadata_devices,
+        [DeviceMetadata {
+            device: "8:1".into(),
+            prefetcher: count(0, 0),
+            program: count(7, 0),
+        }]
+    );
     assert_eq!(account.by_reason.get(MissReason::Evicted), count(0, 0));
 }
 

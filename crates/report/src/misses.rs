@@ -6,6 +6,27 @@ use coldstart_binary::human_bytes;
 use coldstart_plan::misses::{ByReason, MissAccount, MissReason};
 use std::fmt::Write as _;
 
+/// The metadata per device when it came from more than one:
+/// " (device 8:1: 1.2 MiB and 300 KiB; ...)".
+fn per_device(account: &MissAccount) -> String {
+    if account.metadata_devices.len() < 2 {
+        return String::new();
+    }
+    let devices: Vec<String> = account
+        .metadata_devices
+        .iter()
+        .map(|d| {
+            format!(
+                "device {}: {} and {}",
+                d.device,
+                human_bytes(d.prefetcher.bytes),
+                human_bytes(d.program.bytes)
+            )
+        })
+        .collect();
+    format!(" ({})", devices.join("; "))
+}
+
 /// The accounting, with at most `top` processes and files.
 pub fn render(account: &MissAccount, top: usize) -> String {
     let mut out = String::new();
@@ -27,9 +48,10 @@ pub fn render(account: &MissAccount, top: usize) -> String {
     if account.prefetcher_metadata.pages + account.program_metadata.pages > 0 {
         let _ = writeln!(
             out,
-            "filesystem metadata (inode tables, directories, extent blocks), not counted above: the prefetcher read {}, the program {}",
+            "filesystem metadata (inode tables, directories, extent blocks), not counted above: the prefetcher read {}, the program {}{}",
             human_bytes(account.prefetcher_metadata.bytes),
-            human_bytes(account.program_metadata.bytes)
+            human_bytes(account.program_metadata.bytes),
+            per_device(account)
         );
     }
     let other_prefetcher = account.prefetcher_in_kernel.pages - account.prefetcher_metadata.pages;
@@ -146,4 +168,72 @@ pub fn render_floor(floor: &coldstart_plan::floor::Floor) -> String {
         ms(floor.held_back_plan_order_ns),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_plan::misses::{Count, DeviceMetadata};
+
+    fn pages(n: u64) -> Count {
+        Count {
+            pages: n,
+            bytes: n * 4096,
+            demanded_pages: 0,
+        }
+    }
+
+    fn account(devices: Vec<DeviceMetadata>) -> MissAccount {
+        let sum =
+            |side: fn(&DeviceMetadata) -> Count| pages(devices.iter().map(|d| side(d).pages).sum());
+        MissAccount {
+            run: 1,
+            page_size: 4096,
+            read_ahead_kb: Some(128),
+            plan_bytes: 0,
+            prefetcher_tasks: 1,
+            prefetcher: pages(0),
+            program: pages(0),
+            prefetcher_in_kernel: sum(|d| d.prefetcher),
+            program_in_kernel: sum(|d| d.program),
+            prefetcher_metadata: sum(|d| d.prefetcher),
+            program_metadata: sum(|d| d.program),
+            metadata_devices: devices,
+            by_reason: ByReason::default(),
+            processes: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+
+    fn metadata_line(account: &MissAccount) -> String {
+        render(account, 10)
+            .lines()
+            .find(|l| l.starts_with("filesystem metadata"))
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn metadata_from_two_devices_is_named_per_device() {
+        let two = account(vec![
+            DeviceMetadata {
+                device: "254:1".into(),
+                prefetcher: pages(256),
+                program: pages(64),
+            },
+            DeviceMetadata {
+                device: "7:0".into(),
+                prefetcher: pages(0),
+                program: pages(2),
+            },
+        ]);
+        assert_eq!(
+            metadata_line(&two),
+            "filesystem metadata (inode tables, directories, extent blocks), not counted above: \
+             the prefetcher read 1.0 MiB, the program 264.0 KiB \
+             (device 254:1: 1.0 MiB and 256.0 KiB; device 7:0: 0 B and 8.0 KiB)"
+        );
+        let one = account(two.metadata_devices[..1].to_vec());
+        assert!(metadata_line(&one).ends_with("the program 256.0 KiB"));
+    }
 }
