@@ -257,6 +257,7 @@ pub fn compile(
         },
         files,
         extents: decided.extents,
+        lookups: Vec::new(),
     };
     Ok(Compiled {
         plan,

@@ -270,6 +270,7 @@ fn assemble(
         source,
         files: out,
         extents,
+        lookups: Vec::new(),
     }
 }
 
@@ -330,5 +331,6 @@ pub fn retime(plan: &Plan, run: &LoadedRun) -> Plan {
         source: plan.source.clone(),
         files,
         extents,
+        lookups: Vec::new(),
     }
 }

@@ -46,6 +46,7 @@ fn the_plan() -> Plan {
         },
         files: vec![plan_file("/lib/a.so"), plan_file("/lib/b.so")],
         extents: vec![extent(0, 0, 256), extent(0, 1000, 1), extent(1, 0, 512)],
+        lookups: Vec::new(),
     }
 }
 

@@ -69,6 +69,7 @@ fn plan(files: Vec<PlanFile>, extents: Vec<Extent>) -> Plan {
         },
         files,
         extents,
+        lookups: Vec::new(),
     }
 }
 

@@ -49,6 +49,7 @@ fn plan(files: Vec<PlanFile>, extents: Vec<Extent>, pages_from: &str) -> Plan {
         },
         files,
         extents,
+        lookups: Vec::new(),
     }
 }
 

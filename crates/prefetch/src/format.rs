@@ -188,6 +188,7 @@ pub fn parse(text: &str, origin: &Path) -> Result<Plan, FormatError> {
         source: source.ok_or_else(|| error(0, "no source line".into()))?,
         files,
         extents,
+        lookups: Vec::new(),
     })
 }
 

@@ -42,5 +42,6 @@ pub fn plan(page_size: u64, files: Vec<PlanFile>, extents: &[(usize, u64, u64)])
                 need_ns: i as i64 * 1_000_000,
             })
             .collect(),
+        lookups: Vec::new(),
     }
 }

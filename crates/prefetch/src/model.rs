@@ -1,6 +1,6 @@
 //! A prefetch plan as Rust values: the files a start opens, with the
-//! identity they had when traced, and the extents of them it needs, in the
-//! order it first needs them.
+//! identity they had when traced, the extents of them it needs, in the
+//! order it first needs them, and the paths whose inodes it read from disk.
 
 use serde::Serialize;
 
@@ -19,6 +19,10 @@ pub struct Plan {
     pub files: Vec<PlanFile>,
     /// Extents in prefetch order: by pooled first-need time.
     pub extents: Vec<Extent>,
+    /// Paths whose inodes (or directories) the start had to read from the
+    /// disk, in inode-number order: the prefetcher looks each up first,
+    /// warming the inode tables and directories the program's lookups need.
+    pub lookups: Vec<Lookup>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,6 +62,17 @@ pub struct Extent {
     pub pages: u64,
     /// When the start first needs the extent: ns after launch, the median
     /// over the runs that touched it of its earliest touch.
+    pub need_ns: i64,
+}
+
+/// A path the start looked up while its inode was not cached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lookup {
+    pub path: String,
+    /// The inode number when traced: lookups are made in this order, so
+    /// neighbours in one inode table block come in with one read.
+    pub ino: u64,
+    /// When the start first needed it, ns after launch.
     pub need_ns: i64,
 }
 

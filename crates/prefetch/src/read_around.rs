@@ -163,6 +163,7 @@ mod tests {
                 })
                 .collect(),
             extents: Vec::new(),
+            lookups: Vec::new(),
         }
     }
 

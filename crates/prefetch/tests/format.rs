@@ -46,6 +46,7 @@ fn plan() -> Plan {
                 need_ns: 12_503_007,
             },
         ],
+        lookups: Vec::new(),
     }
 }
 
