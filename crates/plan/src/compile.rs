@@ -25,7 +25,7 @@ use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
 use serde::Serialize;
 use std::collections::HashMap;
 
-const _: () = assert!(FORMAT_VERSION == 1);
+const _: () = assert!(FORMAT_VERSION == 2);
 
 /// A page is planned when at least this fraction of the runs needed it.
 /// Low: a page the plan misses costs the program a synchronous read and the

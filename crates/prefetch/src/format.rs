@@ -1,8 +1,10 @@
-//! The plan as text: one line per file and per extent, so plans read well
-//! and diff well. docs/plan-format.md describes it; `write` and `parse`
-//! round-trip exactly.
+//! The plan as text: one line per file, per extent and per lookup, so
+//! plans read well and diff well. docs/plan-format.md describes it; `write`
+//! and `parse` round-trip exactly.
 
-use crate::model::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
+use crate::model::{
+    Extent, FORMAT_VERSION, Lookup, OLDEST_FORMAT_VERSION, Plan, PlanFile, PlanSource,
+};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -23,10 +25,14 @@ pub fn write(plan: &Plan) -> String {
     let _ = writeln!(out, "coldstart-plan {FORMAT_VERSION}");
     let _ = writeln!(
         out,
-        "# {} extents of {} files, {} bytes, in the order the start needs them",
+        "# {} extents of {} files, {} bytes, in the order the start needs them{}",
         plan.extents.len(),
         plan.files.len(),
-        plan.bytes()
+        plan.bytes(),
+        match plan.lookups.len() {
+            0 => String::new(),
+            n => format!("; {n} lookups in inode order"),
+        }
     );
     let _ = writeln!(out, "page-size {}", plan.page_size);
     let _ = writeln!(
@@ -69,6 +75,15 @@ pub fn write(plan: &Plan) -> String {
             e.page,
             e.pages,
             milliseconds(e.need_ns)
+        );
+    }
+    for l in &plan.lookups {
+        let _ = writeln!(
+            out,
+            "lookup ino={} need={} {}",
+            l.ino,
+            milliseconds(l.need_ns),
+            escape(&l.path)
         );
     }
     out
@@ -118,26 +133,13 @@ pub fn parse(text: &str, origin: &Path) -> Result<Plan, FormatError> {
     let Some((n, header)) = lines.next() else {
         return Err(error(0, "empty: not a coldstart plan".into()));
     };
-    let version = header.strip_prefix("coldstart-plan ").ok_or_else(|| {
-        error(
-            n,
-            "not a coldstart plan (the first line is not `coldstart-plan 1`)".into(),
-        )
-    })?;
-    if version.trim() != FORMAT_VERSION.to_string() {
-        return Err(error(
-            n,
-            format!(
-                "plan format {} (this coldstart reads format {FORMAT_VERSION})",
-                version.trim()
-            ),
-        ));
-    }
+    let version = parse_version(header).map_err(|m| error(n, m))?;
 
     let mut page_size = None;
     let mut source = None;
     let mut files: Vec<PlanFile> = Vec::new();
     let mut extents: Vec<Extent> = Vec::new();
+    let mut lookups: Vec<Lookup> = Vec::new();
     for (n, line) in lines {
         let (keyword, rest) = line.split_once(' ').unwrap_or((line, ""));
         match keyword {
@@ -180,6 +182,15 @@ pub fn parse(text: &str, origin: &Path) -> Result<Plan, FormatError> {
                 }
                 extents.push(extent);
             }
+            "lookup" if version < 2 => {
+                return Err(error(
+                    n,
+                    format!(
+                        "a lookup line in a format {version} plan (lookups came with format 2)"
+                    ),
+                ));
+            }
+            "lookup" => lookups.push(parse_lookup(rest).map_err(|m| error(n, m))?),
             other => return Err(error(n, format!("unknown line `{other}`"))),
         }
     }
@@ -188,8 +199,26 @@ pub fn parse(text: &str, origin: &Path) -> Result<Plan, FormatError> {
         source: source.ok_or_else(|| error(0, "no source line".into()))?,
         files,
         extents,
-        lookups: Vec::new(),
+        lookups,
     })
+}
+
+/// The version a `coldstart-plan N` header names, if this reader reads it.
+fn parse_version(header: &str) -> Result<u32, String> {
+    let version = header
+        .strip_prefix("coldstart-plan ")
+        .ok_or_else(|| {
+            format!(
+                "not a coldstart plan (the first line is not `coldstart-plan {FORMAT_VERSION}`)"
+            )
+        })?
+        .trim();
+    match version.parse::<u32>() {
+        Ok(v) if (OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "plan format {version} (this coldstart reads formats {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
+        )),
+    }
 }
 
 fn parse_source(rest: &str) -> Result<PlanSource, String> {
@@ -316,6 +345,27 @@ fn parse_extent(rest: &str) -> Result<Extent, String> {
         pages,
         need_ns: parse_milliseconds(need)?,
     })
+}
+
+fn parse_lookup(rest: &str) -> Result<Lookup, String> {
+    let mut fields = rest.splitn(3, ' ');
+    let mut field = |key: &str| -> Result<&str, String> {
+        let f = fields.next().unwrap_or("");
+        f.strip_prefix(key)
+            .and_then(|f| f.strip_prefix('='))
+            .ok_or_else(|| format!("lookup: expected {key}=, found `{f}`"))
+    };
+    let ino = number(field("ino")?).map_err(|m| format!("lookup ino: {m}"))?;
+    let need_ns = parse_milliseconds(field("need")?)?;
+    let path = fields.next().unwrap_or("");
+    if path.is_empty() {
+        return Err("lookup: no path".into());
+    }
+    let path = unescape(path).map_err(|m| format!("lookup path: {m}"))?;
+    if !path.starts_with('/') {
+        return Err(format!("lookup: the path `{path}` is not absolute"));
+    }
+    Ok(Lookup { path, ino, need_ns })
 }
 
 fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {

@@ -4,8 +4,13 @@
 
 use serde::Serialize;
 
-/// The plan format version written in the header; a reader refuses others.
-pub const FORMAT_VERSION: u32 = 1;
+/// The plan format version written in the header. A reader also reads
+/// the older versions from [`OLDEST_FORMAT_VERSION`] and refuses others.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest plan format a reader reads: version 1, the same lines
+/// without lookups.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {

@@ -3,7 +3,7 @@
 //! problem.
 
 use coldstart_prefetch::format::{parse, write};
-use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
+use coldstart_prefetch::{Extent, Lookup, Plan, PlanFile, PlanSource};
 use std::path::Path;
 
 fn plan() -> Plan {
@@ -54,7 +54,7 @@ fn plan() -> Plan {
 fn the_text_is_as_documented() {
     assert_eq!(
         write(&plan()),
-        "coldstart-plan 1\n\
+        "coldstart-plan 2\n\
          # 2 extents of 2 files, 77824 bytes, in the order the start needs them\n\
          page-size 4096\n\
          source profile=/tmp/my%20profiles/ff.db runs=2,3,5 min-runs=2 merge-gap-pages=16 max-extent-pages=1024 max-bytes=- pages-from=demand\n\
@@ -89,6 +89,115 @@ fn awkward_values_round_trip_exactly() {
     assert_eq!(parse(&text, Path::new("x.plan")).unwrap(), plan);
 }
 
+/// The plan with three lookups, in inode order.
+fn plan_with_lookups() -> Plan {
+    let mut plan = plan();
+    plan.lookups = vec![
+        Lookup {
+            path: "/usr/lib/firefox-esr".into(),
+            ino: 1_310_721,
+            need_ns: 400_000,
+        },
+        Lookup {
+            path: "/usr/lib/firefox-esr/libxul.so".into(),
+            ino: 1_310_740,
+            need_ns: 1_250_000,
+        },
+        Lookup {
+            path: "/home/me/.mozilla/my profile=1/prefs.js".into(),
+            ino: 2_883_590,
+            need_ns: -3,
+        },
+    ];
+    plan
+}
+
+#[test]
+fn lookups_follow_the_extents_and_round_trip_exactly() {
+    let plan = plan_with_lookups();
+    let text = write(&plan);
+    assert_eq!(
+        text,
+        "coldstart-plan 2\n\
+         # 2 extents of 2 files, 77824 bytes, in the order the start needs them; 3 lookups in inode order\n\
+         page-size 4096\n\
+         source profile=/tmp/my%20profiles/ff.db runs=2,3,5 min-runs=2 merge-gap-pages=16 max-extent-pages=1024 max-bytes=- pages-from=demand\n\
+         file 0 size=2700 mtime=1700000000123456789 build-id=- /etc/fonts/fonts.conf\n\
+         file 1 size=150000000 mtime=1690000000000000000 build-id=1f2e3d /usr/lib/firefox-esr/libxul.so\n\
+         extent 1 0+16 need=1.250000ms\n\
+         extent 1 4000+3 need=12.503007ms\n\
+         lookup ino=1310721 need=0.400000ms /usr/lib/firefox-esr\n\
+         lookup ino=1310740 need=1.250000ms /usr/lib/firefox-esr/libxul.so\n\
+         lookup ino=2883590 need=-0.000003ms /home/me/.mozilla/my%20profile%3D1/prefs.js\n"
+    );
+    assert_eq!(parse(&text, Path::new("x.plan")).unwrap(), plan);
+}
+
+#[test]
+fn a_version_1_plan_still_parses_with_no_lookups() {
+    let text = write(&plan()).replace("coldstart-plan 2", "coldstart-plan 1");
+    let parsed = parse(&text, Path::new("x.plan")).unwrap();
+    assert!(parsed.lookups.is_empty());
+    assert_eq!(parsed, plan());
+}
+
+#[test]
+fn a_bad_lookup_line_is_refused_with_its_line_number() {
+    // Lines 1-8 are the header, files and extents; the lookups are 9-11.
+    let text = write(&plan_with_lookups());
+    let with = |line: usize, replacement: &str| {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines[line - 1] = replacement;
+        parse(&lines.join("\n"), Path::new("/plans/ff.plan"))
+            .unwrap_err()
+            .to_string()
+    };
+    let cases = [
+        (
+            10,
+            "lookup ino=many need=1ms /a",
+            "/plans/ff.plan:10: lookup ino: `many` is not a number",
+        ),
+        (
+            10,
+            "lookup need=1ms ino=7 /a",
+            "/plans/ff.plan:10: lookup: expected ino=, found `need=1ms`",
+        ),
+        (
+            9,
+            "lookup ino=7 need=soon /a",
+            "/plans/ff.plan:9: `soon` is not a time like 12.503007ms",
+        ),
+        (
+            11,
+            "lookup ino=7 need=1ms",
+            "/plans/ff.plan:11: lookup: no path",
+        ),
+        (
+            11,
+            "lookup ino=7 need=1ms usr/lib",
+            "/plans/ff.plan:11: lookup: the path `usr/lib` is not absolute",
+        ),
+        (
+            11,
+            "lookup ino=7 need=1ms /a%zz",
+            "/plans/ff.plan:11: lookup path: bad escape at `%zz`",
+        ),
+    ];
+    for (line, replacement, expected) in cases {
+        let error = with(line, replacement);
+        assert!(error.contains(expected), "{replacement:?}: {error}");
+    }
+    // Format 1 had no lookups: a lookup line there is a mistake, not news.
+    let old = text.replace("coldstart-plan 2", "coldstart-plan 1");
+    assert!(
+        parse(&old, Path::new("/plans/ff.plan"))
+            .unwrap_err()
+            .to_string()
+            .starts_with("/plans/ff.plan:9: a lookup line in a format 1 plan"),
+    );
+}
+
 #[test]
 fn comments_and_blank_lines_are_ignored() {
     let text = write(&plan()).replace("page-size", "\n# a note\n   \npage-size");
@@ -108,7 +217,11 @@ fn error_with(line: usize, with: &str) -> String {
 fn errors_name_the_file_the_line_and_the_problem() {
     let cases = [
         (1, "#!/bin/sh", "/plans/ff.plan:3: not a coldstart plan"),
-        (1, "coldstart-plan 2", "/plans/ff.plan:1: plan format 2"),
+        (
+            1,
+            "coldstart-plan 3",
+            "/plans/ff.plan:1: plan format 3 (this coldstart reads formats 1 to 2)",
+        ),
         (
             3,
             "page-size 1000",
