@@ -829,9 +829,10 @@ pub struct PlanArgs {
 const RUN_LONG: &str = "\
 Start a program while a background process prefetches its plan: worker threads take \
 the plan's files and extents in order, skip what is already resident, and ask the \
-kernel for the rest, staying ahead of the program. The program is started by exec, so \
-its pid, standard streams, exit status and signals are its own; the prefetcher stops \
-when it exits. A missing, unreadable or changed file never stops the program: such \
+kernel for the rest, staying ahead of the program; one more thread first looks up the \
+plan's lookups, the paths whose inodes the traced start read from disk. The program is \
+started by exec, so its pid, standard streams, exit status and signals are its own; the \
+prefetcher stops when it exits. A missing, unreadable or changed file never stops the program: such \
 files are skipped and named once on standard error (each of them with --verbose).
 
 --wait prefetches everything first, then starts the program. --method chooses how pages \

@@ -274,7 +274,7 @@ fn tell(plan_path: &Path, plan: &Plan, report: &ReplayReport, verbose: bool) {
             eprintln!("{NAME}: {e}");
         }
         eprintln!(
-            "{NAME}: {} by {} on {} threads in {:.1} ms: {} of {} extents requested ({:.1} MiB), {} already resident, {} files opened{}",
+            "{NAME}: {} by {} on {} threads in {:.1} ms: {} of {} extents requested ({:.1} MiB), {} already resident, {} files opened{}{}",
             plan_path.display(),
             report.method.as_str(),
             report.threads,
@@ -284,6 +284,16 @@ fn tell(plan_path: &Path, plan: &Plan, report: &ReplayReport, verbose: bool) {
             report.bytes_requested as f64 / (1 << 20) as f64,
             report.extents_resident,
             report.files_opened,
+            if plan.lookups.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} of {} lookups resolved ({} missing)",
+                    report.lookups_done,
+                    plan.lookups.len(),
+                    report.lookups_missing
+                )
+            },
             if report.stopped {
                 ", stopped when the program exited"
             } else {

@@ -2,9 +2,11 @@
 //! the kernel to bring them into the page cache, skipping what is already
 //! there, so the program finds its pages resident when it reaches them. Each
 //! file is opened once and checked against the identity it had when traced;
-//! a changed or missing file is skipped, never prefetched blindly.
+//! a changed or missing file is skipped, never prefetched blindly. The
+//! plan's lookups are looked up first, on a thread of their own, so the
+//! inode tables and directories the program's path lookups need are cached.
 
-use crate::model::{Plan, PlanFile};
+use crate::model::{Lookup, Plan, PlanFile};
 use coldstart_system::build_id::build_id_of_open;
 use coldstart_system::{cache, readahead};
 use serde::Serialize;
@@ -115,6 +117,10 @@ pub struct ReplayReport {
     pub threads: usize,
     pub files_opened: usize,
     pub files_skipped: Vec<Skipped>,
+    /// Lookups of the plan that resolved (the path exists now).
+    pub lookups_done: usize,
+    /// Lookups that did not: missing paths and other errors.
+    pub lookups_missing: usize,
     /// Extents (or whole files) the kernel was asked for.
     pub extents_requested: u64,
     /// Extents found wholly resident and left alone.
@@ -187,7 +193,13 @@ pub fn replay_with_lead(
     // first, kept every worker off the device for the first 50-100 ms of a
     // cold Firefox start (226 files, each with its build-id read from the
     // device), while the program raced ahead and read its libraries itself
-    // with readahead windows around them.
+    // with readahead windows around them. One more thread looks up the
+    // plan's lookups before anything else; the whole-file peers make none.
+    let lookups: &[Lookup] = if options.method.whole_files() {
+        &[]
+    } else {
+        &plan.lookups
+    };
     let items = if options.method.whole_files() {
         plan.files.len()
     } else {
@@ -199,7 +211,8 @@ pub fn replay_with_lead(
     // then becomes the program).
     let own_name = thread_name();
     set_thread_name(PREFETCHER_COMM);
-    std::thread::scope(|scope| {
+    let looked_up = std::thread::scope(|scope| {
+        let looked_up = (!lookups.is_empty()).then(|| scope.spawn(|| look_up(lookups, stop)));
         scope.spawn(|| {
             for index in 0..plan.files.len() {
                 if stop.load(Ordering::Relaxed) {
@@ -225,6 +238,9 @@ pub fn replay_with_lead(
         if let Some(name) = &own_name {
             set_thread_name(name);
         }
+        looked_up
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or_default()
     });
     shared.tell_lead();
 
@@ -245,13 +261,58 @@ pub fn replay_with_lead(
         threads,
         files_opened,
         files_skipped,
+        lookups_done: looked_up.done,
+        lookups_missing: looked_up.missing,
         extents_requested: shared.requested.load(Ordering::Relaxed),
         extents_resident: shared.resident.load(Ordering::Relaxed),
         bytes_requested: shared.bytes.load(Ordering::Relaxed),
         errors: shared.errors.into_inner().unwrap_or_default(),
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-        stopped: stop.load(Ordering::Relaxed) && shared.next.load(Ordering::Relaxed) < items,
+        stopped: stop.load(Ordering::Relaxed)
+            && (shared.next.load(Ordering::Relaxed) < items
+                || looked_up.done + looked_up.missing < lookups.len()),
     }
+}
+
+/// How many lookups resolved and how many did not.
+#[derive(Debug, Default, Clone, Copy)]
+struct LookedUp {
+    done: usize,
+    missing: usize,
+}
+
+/// The largest directory whose entries a lookup reads: enough for the
+/// directories a start walks (a 4 KiB block holds about a hundred entries),
+/// short of reading a huge one (a mail spool, a cache) for one name.
+const MAX_DIRECTORY_READ: u64 = 64 << 10;
+
+/// Looks up each path in inode order, not following a final symlink: the
+/// filesystem reads the inode-table block holding each uncached inode
+/// (ext4, with `inode_readahead_blks`, the aligned run of blocks around
+/// it), so neighbours come in with one read. A small directory also has its entries
+/// read once, caching the blocks the program's lookups in it walk,
+/// negative ones included. Stops when `stop` is raised; never fails.
+fn look_up(lookups: &[Lookup], stop: &AtomicBool) -> LookedUp {
+    let mut in_order: Vec<&Lookup> = lookups.iter().collect();
+    in_order.sort_by_key(|l| l.ino);
+    let mut looked_up = LookedUp::default();
+    for lookup in in_order {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&lookup.path) else {
+            looked_up.missing += 1;
+            continue;
+        };
+        looked_up.done += 1;
+        if meta.is_dir()
+            && meta.size() <= MAX_DIRECTORY_READ
+            && let Ok(entries) = std::fs::read_dir(&lookup.path)
+        {
+            entries.for_each(drop);
+        }
+    }
+    looked_up
 }
 
 /// The calling thread's name (comm), if the kernel tells it.

@@ -1,9 +1,10 @@
 //! Replaying plans on temporary files: after a replay exactly the planned
 //! pages are resident (mincore, by the test itself), for every method;
-//! changed and missing files are skipped; resident extents are left alone.
+//! changed and missing files are skipped; resident extents are left alone;
+//! lookups are counted, missing ones never stop the replay.
 
 use coldstart_prefetch::replay::{Method, ReplayOptions, replay};
-use coldstart_prefetch::{Plan, PlanFile};
+use coldstart_prefetch::{Lookup, Plan, PlanFile};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -159,11 +160,51 @@ fn a_raised_stop_ends_the_replay_before_any_request() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let a = cold_file(dir.path(), "a", 16);
-    let plan = plan(vec![a.clone()], &[(0, 0, 16)]);
+    let mut plan = plan(vec![a.clone()], &[(0, 0, 16)]);
+    plan.lookups = vec![Lookup {
+        path: a.path.clone(),
+        ino: 1,
+        need_ns: 0,
+    }];
     let report = replay(&plan, &options(Method::Readahead), &AtomicBool::new(true));
     assert!(report.stopped);
     assert_eq!(report.extents_requested, 0);
+    assert_eq!((report.lookups_done, report.lookups_missing), (0, 0));
     assert!(resident(&a.path).is_empty());
+}
+
+#[test]
+fn lookups_are_made_and_counted_and_the_extents_still_fetched() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let a = cold_file(dir.path(), "a", 16);
+    let subdirectory = dir.path().join("lib");
+    std::fs::create_dir(&subdirectory).unwrap();
+    std::fs::write(subdirectory.join("libx.so"), b"x").unwrap();
+    let lookup = |path: &Path| Lookup {
+        path: path.to_str().unwrap().to_string(),
+        ino: std::fs::symlink_metadata(path).map_or(u64::MAX, |m| m.ino()),
+        need_ns: 0,
+    };
+    let mut plan = plan(vec![a.clone()], &[(0, 0, 4), (0, 8, 2)]);
+    plan.lookups = vec![
+        lookup(&subdirectory),
+        lookup(Path::new(&a.path)),
+        lookup(&dir.path().join("gone")),
+    ];
+    let report = replay(&plan, &options(Method::Readahead), &AtomicBool::new(false));
+    assert_eq!(report.lookups_done, 2);
+    assert_eq!(report.lookups_missing, 1);
+    assert!(!report.stopped);
+    let expected = [0, 1, 2, 3, 8, 9];
+    assert_eq!(settled(&a.path, &expected), expected);
+    assert_eq!(report.files_opened, 1);
+    assert_eq!(report.extents_requested, 2);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+
+    // The whole-file peers make no lookups.
+    let peer = replay(&plan, &options(Method::WholeFile), &AtomicBool::new(false));
+    assert_eq!((peer.lookups_done, peer.lookups_missing), (0, 0));
 }
 
 /// The build-id `readelf -n` prints for `path`.
