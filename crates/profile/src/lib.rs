@@ -443,6 +443,16 @@ impl Profile {
             }
             let mut insert = tx
                 .prepare_cached(
+                    "INSERT INTO inode_loads (run_id, t_ns, pid, file_id) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(fail)?;
+            for l in &batch.inode_loads {
+                insert
+                    .execute(params![run, l.t_ns, l.pid, resolve(l.file_id)?])
+                    .map_err(fail)?;
+            }
+            let mut insert = tx
+                .prepare_cached(
                     "INSERT OR REPLACE INTO lost_events (run_id, cpu, events) VALUES (?1, ?2, ?3)",
                 )
                 .map_err(fail)?;
@@ -900,6 +910,38 @@ impl Profile {
         )
     }
 
+    /// The run's inode loads, in time order.
+    pub fn inode_loads(&self, run: RunId) -> Result<Vec<InodeLoad>> {
+        let run_files = self.file_ids(run)?;
+        let raw = self.query(
+            "SELECT rowid, t_ns, pid, file_id FROM inode_loads WHERE run_id = ?1
+             ORDER BY t_ns, rowid",
+            run,
+            |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            },
+        )?;
+        raw.into_iter()
+            .map(|(rowid, t_ns, pid, file_id)| {
+                let checked = || -> std::result::Result<InodeLoad, String> {
+                    Ok(InodeLoad {
+                        t_ns,
+                        pid: check::pid("pid", pid)?,
+                        file_id: file_of_run(file_id, &run_files)?,
+                    })
+                };
+                checked().map_err(|detail| {
+                    self.bad_row(run, "inode_loads", format!("rowid {rowid}"), detail)
+                })
+            })
+            .collect()
+    }
+
     pub fn lost_events(&self, run: RunId) -> Result<Vec<LostEvents>> {
         let raw = self.query(
             "SELECT cpu, events FROM lost_events WHERE run_id = ?1 ORDER BY cpu",
@@ -1003,6 +1045,7 @@ pub struct Batch {
     pub lost: Vec<LostEvents>,
     /// Numbered in order of `t_begin_ns` after the run's earlier spans.
     pub loader_spans: Vec<LoaderSpan>,
+    pub inode_loads: Vec<InodeLoad>,
 }
 
 impl Batch {

@@ -289,6 +289,17 @@ pub struct Mark {
     pub name: String,
 }
 
+/// A lookup that had to read the inode table block holding a file's inode
+/// from the disk (ext4:ext4_load_inode): filesystem metadata the start
+/// waited for. The file row names the inode (a directory, often).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InodeLoad {
+    pub t_ns: i64,
+    /// The task that waited.
+    pub pid: i32,
+    pub file_id: FileId,
+}
+
 /// Events one CPU's trace buffer dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LostEvents {

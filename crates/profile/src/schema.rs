@@ -8,7 +8,7 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The `functions` table, in both the new-profile schema and the 2 -> 3
 /// migration, so the two cannot drift apart.
@@ -49,6 +49,21 @@ macro_rules! probe_cost_columns {
         r#"
 ALTER TABLE loader_spans ADD COLUMN probe_hits INTEGER; -- loader probe hits on its task after its beginning, up to and including its end (entry: since the exec); NULL when it never ended
 ALTER TABLE runs ADD COLUMN loader_hit_ns INTEGER;      -- calibrated cost of one loader probe hit in ns; NULL when not calibrated
+"#
+    };
+}
+
+/// The `inode_loads` table, in both the new-profile schema and the 5 -> 6
+/// migration.
+macro_rules! inode_loads_table {
+    () => {
+        r#"
+CREATE TABLE inode_loads (
+    run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t_ns    INTEGER NOT NULL,             -- ns after the program was started
+    pid     INTEGER NOT NULL,             -- task whose lookup waited for the read
+    file_id INTEGER NOT NULL              -- files.id of the same run: the inode (its path when it could be resolved)
+);
 "#
     };
 }
@@ -181,7 +196,8 @@ CREATE TABLE lost_events (
 "#,
     functions_table!(),
     loader_spans_table!(),
-    probe_cost_columns!()
+    probe_cost_columns!(),
+    inode_loads_table!()
 );
 
 /// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
@@ -220,4 +236,6 @@ ALTER TABLE page_events_v2 RENAME TO page_events;
     ),
     // 4 -> 5: probe hits per loader span and the run's cost of one hit.
     probe_cost_columns!(),
+    // 5 -> 6: inodes whose table blocks a start read from the disk.
+    inode_loads_table!(),
 ];

@@ -93,6 +93,18 @@ fn batch() -> Batch {
             LostEvents { cpu: 1, events: 4 },
         ],
         loader_spans: Vec::new(),
+        inode_loads: vec![
+            InodeLoad {
+                t_ns: 30,
+                pid: 100,
+                file_id: Batch::batch_file_id(1),
+            },
+            InodeLoad {
+                t_ns: 2,
+                pid: 100,
+                file_id: Batch::batch_file_id(0),
+            },
+        ],
     }
 }
 
@@ -147,6 +159,22 @@ fn a_run_round_trips() {
     assert_eq!(profile.marks(run).unwrap()[0].name, "ready");
     assert_eq!(profile.processes(run).unwrap(), batch().processes);
     assert_eq!(profile.lost_events(run).unwrap().len(), 2);
+    assert_eq!(
+        profile.inode_loads(run).unwrap(),
+        [
+            InodeLoad {
+                t_ns: 2,
+                pid: 100,
+                file_id: ids[0],
+            },
+            InodeLoad {
+                t_ns: 30,
+                pid: 100,
+                file_id: ids[1],
+            },
+        ],
+        "in time order, batch-relative ids resolved"
+    );
 }
 
 #[test]
@@ -292,12 +320,13 @@ fn one_complete_run(path: &Path) -> RunId {
 /// Takes a current profile back to schema 3's layout: no loader spans, no
 /// `runs.loader` nor `runs.loader_hit_ns` (the last columns, so the others
 /// keep their places).
-const BEFORE_LOADER_SPANS: &str = "DROP TABLE loader_spans; \
+const BEFORE_LOADER_SPANS: &str = "DROP TABLE inode_loads; DROP TABLE loader_spans; \
     ALTER TABLE runs DROP COLUMN loader_hit_ns; ALTER TABLE runs DROP COLUMN loader;";
 
 /// Takes a current profile back to schema 4's layout: no probe hits per
 /// loader span, no calibrated cost per hit.
-const BEFORE_PROBE_COST: &str = "ALTER TABLE loader_spans DROP COLUMN probe_hits; \
+const BEFORE_PROBE_COST: &str = "DROP TABLE inode_loads; \
+    ALTER TABLE loader_spans DROP COLUMN probe_hits; \
     ALTER TABLE runs DROP COLUMN loader_hit_ns;";
 
 fn user_version(path: &Path) -> i32 {
@@ -382,6 +411,7 @@ fn writes_check_references_and_batches_append_in_order() {
     more.processes.clear();
     more.marks.clear();
     more.lost.clear();
+    more.inode_loads.clear();
     more.page_events[0].file_id = ids[0];
     more.page_events[0].t_ns = 0;
     more.page_events[1].file_id = ids[1];
@@ -940,6 +970,30 @@ fn a_schema_4_profile_gains_probe_hits_and_the_cost_of_a_hit() {
     for pragma in ["table_xinfo(runs)", "table_xinfo(loader_spans)"] {
         assert_eq!(shape(&path, pragma), shape(&fresh, pragma), "{pragma}");
     }
+}
+
+#[test]
+fn a_schema_5_profile_gains_the_inode_loads_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v5.db");
+    let run = one_complete_run(&path);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("BEGIN; DROP TABLE inode_loads; PRAGMA user_version = 5; COMMIT;")
+        .unwrap();
+
+    let mut p = Profile::create_or_open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(p.inode_loads(run).unwrap(), [], "a v5 run has none");
+    assert_eq!(p.page_events(run).unwrap().len(), 2, "its events kept");
+    let next = p.begin_run(&start()).unwrap();
+    let ids = p.write(next, &batch()).unwrap();
+    assert_eq!(p.inode_loads(next).unwrap()[0].file_id, ids[0]);
+
+    let fresh = dir.path().join("fresh.db");
+    drop(Profile::create_or_open(&fresh).unwrap());
+    let pragma = "table_xinfo(inode_loads)";
+    assert_eq!(shape(&path, pragma), shape(&fresh, pragma));
 }
 
 #[test]

@@ -78,6 +78,11 @@ fn write_profile(path: &Path) -> RunId {
                 }],
                 marks: vec![],
                 lost: vec![LostEvents { cpu: 0, events: 3 }],
+                inode_loads: vec![InodeLoad {
+                    t_ns: 4,
+                    pid: 100,
+                    file_id: Batch::batch_file_id(0),
+                }],
                 loader_spans: vec![
                     LoaderSpan {
                         pid: 100,
@@ -317,6 +322,16 @@ fn files_processes_and_other_rows_are_refused_by_row() {
         |p, run| p.readahead(run).map(drop),
         "readahead row rowid 1: pages 2199023255550..2199023255550+3 reach past page \
          2199023255552, the largest file a profile describes",
+    );
+    assert_refused(
+        "UPDATE inode_loads SET file_id = 5",
+        |p, run| p.inode_loads(run).map(drop),
+        "inode_loads row rowid 1: file_id 5 is not a file of this run",
+    );
+    assert_refused(
+        "UPDATE inode_loads SET pid = -7",
+        |p, run| p.inode_loads(run).map(drop),
+        "inode_loads row rowid 1: pid -7 is not a task id (0 to 4194304)",
     );
     assert_refused(
         "UPDATE lost_events SET events = -3",

@@ -14,7 +14,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -284,4 +284,116 @@ pub fn file_mappings(pid: i32) -> Vec<FileMapping> {
 /// The identity of a path, for matching it against trace events.
 pub fn identity_of(path: &Path) -> Option<FileIdentity> {
     fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Paths of inodes known only by device and inode number, found through
+/// file handles: for ext4, a handle of type FILEID_INO32_GEN with
+/// generation 0 names an inode by number alone (the generation is checked
+/// only when non-zero). `open_by_handle_at` needs CAP_DAC_READ_SEARCH,
+/// which the tracer has as root. Directories come back with their full
+/// path; a file whose name is no longer cached may come back without one
+/// and is left unresolved, as is anything the kernel calls deleted.
+pub struct HandleResolver {
+    /// A descriptor of a mount of the whole of each ext4 device.
+    mounts: HashMap<u64, OwnedFd>,
+}
+
+/// FILEID_INO32_GEN in the kernel's exportfs.h.
+const FILEID_INO32_GEN: i32 = 1;
+
+#[repr(C)]
+struct InodeHandle {
+    handle_bytes: u32,
+    handle_type: i32,
+    ino: u32,
+    generation: u32,
+}
+
+impl HandleResolver {
+    /// Finds a mount of each ext4 filesystem from /proc/self/mountinfo.
+    pub fn mounted() -> HandleResolver {
+        let mut mounts = HashMap::new();
+        let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for line in text.lines() {
+            let Some((before, after)) = line.split_once(" - ") else {
+                continue;
+            };
+            let fields: Vec<&str> = before.split(' ').collect();
+            if after.split(' ').next() != Some("ext4") || fields.len() < 5 || fields[3] != "/" {
+                continue;
+            }
+            let point = unescape_mountinfo(fields[4]);
+            // Not O_PATH: open_by_handle_at refuses such a descriptor.
+            let Ok(dir) = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(&point)
+            else {
+                continue;
+            };
+            let Ok(meta) = dir.metadata() else {
+                continue;
+            };
+            mounts
+                .entry(meta.dev())
+                .or_insert_with(|| OwnedFd::from(dir));
+        }
+        HandleResolver { mounts }
+    }
+
+    /// The path that names `identity` now, when it can be found exactly.
+    pub fn path(&self, identity: FileIdentity) -> Option<String> {
+        let (dev, ino) = identity;
+        let mount = self.mounts.get(&dev)?;
+        let mut handle = InodeHandle {
+            handle_bytes: 8,
+            handle_type: FILEID_INO32_GEN,
+            ino: u32::try_from(ino).ok()?,
+            generation: 0,
+        };
+        // SAFETY: the handle is a valid struct file_handle of 8 bytes of
+        // payload; the kernel only reads it. The descriptor returned, if
+        // any, is ours.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_open_by_handle_at,
+                mount.as_raw_fd(),
+                &mut handle as *mut InodeHandle,
+                libc::O_PATH | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor from the kernel.
+        let file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        let link = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+        let path = link.to_str()?.to_string();
+        // A disconnected or deleted inode has no usable path; anything else
+        // must still name this very inode.
+        let named = fs::symlink_metadata(&path).ok()?;
+        (path.starts_with('/') && (named.dev(), named.ino()) == identity).then_some(path)
+    }
+}
+
+/// A mountinfo field with its octal escapes (`\040` for a space) undone.
+fn unescape_mountinfo(field: &str) -> std::ffi::OsString {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && let Some(value) = bytes
+                .get(i + 1..i + 4)
+                .and_then(|digits| std::str::from_utf8(digits).ok())
+                .and_then(|digits| u8::from_str_radix(digits, 8).ok())
+        {
+            out.push(value);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    std::ffi::OsStr::from_bytes(&out).to_os_string()
 }

@@ -20,8 +20,8 @@ use crate::tracefs::instance::{self, Instance, TraceError};
 use crate::tracefs::ringbuf;
 use crate::tracefs::uprobes::{self, Uprobes};
 use coldstart_profile::{
-    Batch, CacheMode, EndReason, LoaderSpan, LostEvents, Mark, NewFile, PageEvent, PageEventKind,
-    Process, Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
+    Batch, CacheMode, EndReason, InodeLoad, LoaderSpan, LostEvents, Mark, NewFile, PageEvent,
+    PageEventKind, Process, Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
 };
 use coldstart_system::build_id::build_id;
 use coldstart_system::cache;
@@ -864,6 +864,7 @@ pub fn assemble(
         file_index: HashMap::new(),
         page_events: Vec::new(),
         readahead: Vec::new(),
+        inode_loads: Vec::new(),
         loader: loader.map(SpanAssembly::new),
         pages_read: 0,
         pages_read_by_tree: 0,
@@ -893,6 +894,8 @@ struct RunAssembly<'a> {
     file_index: HashMap<FileKey, usize>,
     page_events: Vec<PageEvent>,
     readahead: Vec<Readahead>,
+    /// The tree's lookups that read an inode table block.
+    inode_loads: Vec<InodeLoad>,
     /// The loader's spans, when its probes were on.
     loader: Option<SpanAssembly>,
     pages_read: u64,
@@ -978,6 +981,17 @@ impl RunAssembly<'_> {
                 }
             }
             EventKind::UserFault { address } => self.add_user_fault(t_ns, tid, *address),
+            EventKind::InodeLoad { file } => {
+                // Other programs' lookups are not the start's.
+                if self.in_tree.contains(&tid) {
+                    let file_id = self.file_id(*file);
+                    self.inode_loads.push(InodeLoad {
+                        t_ns,
+                        pid: tid,
+                        file_id,
+                    });
+                }
+            }
             EventKind::Exit { pid, comm, .. } => {
                 let p = self.process(*pid);
                 p.t_end_ns = Some(t_ns);
@@ -1091,6 +1105,7 @@ impl RunAssembly<'_> {
             Some(loader) => self.loader_files(loader.finish()),
             None => Vec::new(),
         };
+        self.resolve_loaded_inodes();
         let tree_tgids: HashSet<i32> = self
             .in_tree
             .iter()
@@ -1126,6 +1141,7 @@ impl RunAssembly<'_> {
                 marks: Vec::new(),
                 lost: Vec::new(),
                 loader_spans,
+                inode_loads: self.inode_loads,
             },
             pages_read: self.pages_read,
             pages_read_by_tree: self.pages_read_by_tree,
@@ -1134,6 +1150,32 @@ impl RunAssembly<'_> {
 }
 
 impl RunAssembly<'_> {
+    /// Inodes the tree's lookups loaded are mostly directories, which
+    /// nobody opens or maps: their paths come from file handles.
+    fn resolve_loaded_inodes(&mut self) {
+        let mut resolver = None;
+        for load in &self.inode_loads {
+            let index = (-load.file_id - 1) as usize;
+            let file = &mut self.files[index];
+            if file.path.is_some() {
+                continue;
+            }
+            let resolver = resolver.get_or_insert_with(paths::HandleResolver::mounted);
+            let Some(path) = resolver.path((file.dev, file.ino)) else {
+                continue;
+            };
+            if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                use std::os::unix::fs::MetadataExt;
+                file.size = Some(meta.size());
+                file.mtime_ns = Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec());
+                if meta.is_file() {
+                    file.build_id = build_id(Path::new(&path));
+                }
+            }
+            file.path = Some(path);
+        }
+    }
+
     /// Names each span's file from the path the span assembly found for
     /// it (the main program's is the file its task had exec'd when the
     /// span began). Files not yet in the run are added.

@@ -742,6 +742,20 @@ format:\n\
 print fmt: \"comm=%s pid=%d prio=%d group_dead=%s\", REC->comm, REC->pid, REC->prio, REC->group_dead ? \"true\" : \"false\"\n\
 ";
 
+const LOAD_INODE: &str = "name: ext4_load_inode\n\
+ID: 1201\n\
+format:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\
+\n\
+\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\
+\tfield:ino_t ino;\toffset:16;\tsize:8;\tsigned:0;\n\
+\n\
+print fmt: \"dev %d,%d ino %ld\", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U << 20) - 1))), (unsigned long) REC->ino\n\
+";
+
 const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
 \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
 \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
@@ -956,6 +970,33 @@ fn decodes_readahead_events() {
             prev_pos: None,
             req_count: None,
         }
+    );
+}
+
+#[test]
+fn decodes_inode_loads_when_the_kernel_has_the_tracepoint() {
+    assert_eq!(decoder().id("ext4/ext4_load_inode"), None, "optional");
+    let mut formats = parse_all(&ALL);
+    formats.extend(parse_all(&[LOAD_INODE]));
+    let d = Decoder::from_formats(formats).expect("decoder with ext4_load_inode");
+    assert!(d.enabled_events().contains(&"ext4/ext4_load_inode"));
+    let mut r = record(1201, 300, 24);
+    put(&mut r, 8, &DEV.to_ne_bytes());
+    put(&mut r, 16, &0x1234_5678_9abc_u64.to_ne_bytes());
+    assert_eq!(
+        d.try_decode(0, &r).expect("decodes"),
+        TraceEvent {
+            ts: 0,
+            tid: 300,
+            kind: EventKind::InodeLoad { file: file() }
+        }
+    );
+    assert_eq!(
+        d.try_decode(0, &r[..20]),
+        Err(Skip::Malformed {
+            event: "ext4/ext4_load_inode",
+            field: "ino"
+        })
     );
 }
 

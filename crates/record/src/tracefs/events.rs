@@ -107,6 +107,9 @@ pub enum EventKind {
     UserFault { address: u64 },
     /// A uprobe on the dynamic loader fired, with what it fetched.
     Loader(LoaderHit),
+    /// ext4 read the inode table block holding inode `file` from the disk
+    /// to look the inode up: filesystem metadata the lookup waited for.
+    InodeLoad { file: FileKey },
 }
 
 /// What one loader probe read: which arguments are present depends on the
@@ -180,11 +183,12 @@ enum Spec {
     Exec,
     Exit,
     UserFault,
+    InodeLoad,
 }
 
 /// The tracepoints coldstart reads: "system/event", what it means, and
 /// whether a kernel without it is acceptable.
-const EVENTS: [(&str, Spec, bool); 12] = [
+const EVENTS: [(&str, Spec, bool); 13] = [
     (
         "filemap/mm_filemap_add_to_page_cache",
         Spec::PageCacheAdd,
@@ -222,6 +226,9 @@ const EVENTS: [(&str, Spec, bool); 12] = [
     // page of a mapped file was touched even when fault-around had mapped
     // it already (then no filemap fault fires).
     ("exceptions/page_fault_user", Spec::UserFault, false),
+    // ext4 only: which inodes a start had to read from the disk, the
+    // metadata a prefetcher can warm by looking them up first.
+    ("ext4/ext4_load_inode", Spec::InodeLoad, false),
 ];
 
 /// A field the decoder reads, with a static name for [`Skip`] reports.
@@ -313,6 +320,9 @@ enum Shape {
     },
     UserFault {
         address: Slot,
+    },
+    InodeLoad {
+        file: FileSlots,
     },
     Loader(Box<LoaderSlots>),
 }
@@ -667,6 +677,9 @@ fn decode_shape(shape: &Shape, p: &[u8]) -> Result<EventKind, &'static str> {
         Shape::UserFault { address } => EventKind::UserFault {
             address: address.u64(p)?,
         },
+        Shape::InodeLoad { file } => EventKind::InodeLoad {
+            file: file.read(p)?,
+        },
         Shape::Loader(slots) => EventKind::Loader(LoaderHit {
             probe: slots.probe,
             // A string the kernel could not fetch reads "(fault)".
@@ -804,6 +817,12 @@ impl Fields<'_> {
             },
             Spec::UserFault => Shape::UserFault {
                 address: self.scalar("address")?,
+            },
+            Spec::InodeLoad => Shape::InodeLoad {
+                file: FileSlots {
+                    dev: self.scalar("dev")?,
+                    ino: self.scalar("ino")?,
+                },
             },
         })
     }
