@@ -7,7 +7,8 @@
 use crate::pages::PageSet;
 use crate::run::label;
 use coldstart_profile::{
-    File, FileId, Mark, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
+    File, FileId, InodeLoad, Mark, PageEvent, PageEventKind, Process, Profile, Readahead, Run,
+    RunId,
 };
 use std::collections::HashMap;
 use std::ops::Range;
@@ -65,6 +66,9 @@ pub struct LoadedRun {
     pub processes: Vec<Process>,
     /// Named instants, in time order.
     pub marks: Vec<Mark>,
+    /// The tree's lookups that read an inode table block, in time order
+    /// (empty unless loaded with [`LoadedRun::load_rows`]).
+    pub inode_loads: Vec<InodeLoad>,
     /// Traced-tree task -> its process (thread group).
     tree: HashMap<i32, i32>,
     ready_ns: Option<i64>,
@@ -83,14 +87,16 @@ impl LoadedRun {
     /// Reads the rows of a run whose own row the caller already has.
     pub fn load_rows(profile: &Profile, run: Run) -> Result<LoadedRun, coldstart_profile::Error> {
         let id = run.id;
-        Ok(LoadedRun::new(
+        let mut loaded = LoadedRun::new(
             run,
             profile.files(id)?,
             profile.page_events(id)?,
             profile.readahead(id)?,
             profile.processes(id)?,
             profile.marks(id)?,
-        ))
+        );
+        loaded.inode_loads = profile.inode_loads(id)?;
+        Ok(loaded)
     }
 
     /// A run from its rows (events and marks in time order, as the profile
@@ -123,6 +129,7 @@ impl LoadedRun {
             readahead,
             processes,
             marks,
+            inode_loads: Vec::new(),
             tree,
             ready_ns,
         }

@@ -274,7 +274,10 @@ fn iterate(
             std::slice::from_ref(&loaded),
             &options.compile,
         );
-        if refined.stats.added_pages == 0 && refined.stats.dropped_pages == 0 {
+        if refined.stats.added_pages == 0
+            && refined.stats.dropped_pages == 0
+            && refined.stats.added_lookups == 0
+        {
             // Need times may still move, but the pages would not: the next
             // start would be served by the same pages.
             report.stopped = "the start left nothing to add or drop".to_string();
@@ -284,11 +287,12 @@ fn iterate(
             last.refined = Some(refined.stats.clone());
         }
         step(&format!(
-            "  refined: {} pages added (demanded by misses), {} kept, {} dropped; {} read-around pages left out",
+            "  refined: {} pages added (demanded by misses), {} kept, {} dropped; {} read-around pages left out; {} lookups added",
             refined.stats.added_pages,
             refined.stats.kept_pages,
             refined.stats.dropped_pages,
-            refined.stats.window_pages_left_out
+            refined.stats.window_pages_left_out,
+            refined.stats.added_lookups
         ));
         candidate = retime(&refined.plan, &warm);
     }

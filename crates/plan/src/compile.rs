@@ -19,6 +19,7 @@
 //! Which processes are the tree, when a run was ready and which events are
 //! touches are the analyze room's ([`LoadedRun`]), as for every report.
 
+use crate::lookups::LookupPool;
 use coldstart_analyze::loaded::{LoadedRun, demand_reads, event_pages, is_touch};
 use coldstart_prefetch::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
 use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
@@ -200,8 +201,10 @@ pub fn compile(
         .expect("select_runs returns at least one run")
         .id;
     let mut pooled: HashMap<String, Pooled> = HashMap::new();
+    let mut lookups = LookupPool::default();
     for run in runs.iter().rev() {
         let loaded = LoadedRun::load_rows(profile, run.clone())?;
+        lookups.add(&loaded);
         if run.id == latest {
             pooled = reference_identities(&loaded.files);
         }
@@ -257,7 +260,7 @@ pub fn compile(
         },
         files,
         extents: decided.extents,
-        lookups: Vec::new(),
+        lookups: lookups.lookups(min_runs),
     };
     Ok(Compiled {
         plan,

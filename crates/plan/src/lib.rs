@@ -6,6 +6,7 @@
 
 pub mod compile;
 pub mod floor;
+pub mod lookups;
 pub mod misses;
 pub mod refine;
 

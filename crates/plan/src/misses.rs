@@ -187,6 +187,14 @@ pub struct MissAccount {
     pub program_metadata: Count,
     /// The metadata counts per block device, most pages first.
     pub metadata_devices: Vec<DeviceMetadata>,
+    /// Lookups that had to read an inode table block from the disk
+    /// (ext4's inode loads; 0 where the kernel does not report them), by
+    /// the prefetcher and by the program.
+    pub prefetcher_inode_loads: u64,
+    pub program_inode_loads: u64,
+    /// The paths of the program's inode loads, first loaded first (a
+    /// path counted once): what the plan's lookups did not warm.
+    pub program_inode_paths: Vec<String>,
     pub by_reason: ByReason,
     /// Processes that read anything, most bytes first.
     pub processes: Vec<ProcessMisses>,
@@ -531,6 +539,19 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
             .then(a.path.cmp(&b.path))
     });
 
+    let (mut prefetcher_inode_loads, mut program_inode_loads) = (0, 0);
+    let mut program_inode_paths: Vec<String> = Vec::new();
+    for load in run.inode_loads.iter().filter(|l| run.in_tree(l.pid)) {
+        if prefetcher.contains(&load.pid) {
+            prefetcher_inode_loads += 1;
+            continue;
+        }
+        program_inode_loads += 1;
+        let path = path_of.get(&load.file_id).cloned().unwrap_or_default();
+        if !program_inode_paths.contains(&path) {
+            program_inode_paths.push(path);
+        }
+    }
     let mut metadata_devices: Vec<DeviceMetadata> = by_device.into_values().collect();
     metadata_devices.sort_by(|a, b| {
         (b.prefetcher.pages + b.program.pages)
@@ -551,6 +572,9 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         prefetcher_metadata,
         program_metadata,
         metadata_devices,
+        prefetcher_inode_loads,
+        program_inode_loads,
+        program_inode_paths,
         by_reason,
         processes: process_rows,
         files: file_rows,

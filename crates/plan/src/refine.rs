@@ -25,7 +25,7 @@ use crate::compile::{
 };
 use crate::misses::{MissReason, misses};
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
-use coldstart_prefetch::{Extent, Plan, PlanFile};
+use coldstart_prefetch::{Extent, Lookup, Plan, PlanFile};
 use coldstart_profile::{PageEventKind, RunId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -46,6 +46,9 @@ pub struct RefineStats {
     /// Pages the program read around its misses (readahead windows),
     /// not planned.
     pub window_pages_left_out: u64,
+    /// Paths whose inodes a served start's program still read from the
+    /// disk itself, newly planned as lookups.
+    pub added_lookups: u64,
     /// Files the served starts saw changed since the plan: the plan is
     /// stale for them; trace new seeds.
     pub changed_files: Vec<String>,
@@ -120,10 +123,7 @@ pub fn refine(
     let mut changed: HashSet<String> = HashSet::new();
     for run in served {
         let until = run.ready_ns().or(run.run.ended_ns);
-        let scale = match until {
-            Some(u) if u > 0 && seed_end > 0 => seed_end as f64 / u as f64,
-            _ => 1.0,
-        };
+        let scale = time_scale(run, seed_end);
         let by_id: HashMap<_, _> = run.files.iter().map(|f| (f.id, f)).collect();
         for miss in misses(run, current) {
             let Some(file) = by_id.get(&miss.file) else {
@@ -170,9 +170,39 @@ pub fn refine(
     stats.changed_files = changed.into_iter().collect();
     stats.changed_files.sort();
 
-    Refined {
-        plan: assemble(seed, current, served, files, options),
-        stats,
+    // Lookups: the current plan's, and whatever inodes the served starts'
+    // programs still loaded from the disk themselves.
+    let mut lookups: HashMap<String, Lookup> = seed
+        .lookups
+        .iter()
+        .chain(&current.lookups)
+        .map(|l| (l.path.clone(), l.clone()))
+        .collect();
+    for run in served {
+        let scale = time_scale(run, seed_end);
+        for (path, (t_ns, ino)) in crate::lookups::program_loads(run) {
+            let need_ns = (t_ns as f64 * scale) as i64;
+            let entry = lookups.entry(path.clone()).or_insert_with(|| {
+                stats.added_lookups += 1;
+                Lookup { path, ino, need_ns }
+            });
+            entry.need_ns = entry.need_ns.min(need_ns);
+        }
+    }
+    let mut lookups: Vec<Lookup> = lookups.into_values().collect();
+    crate::lookups::sort(&mut lookups);
+
+    let mut plan = assemble(seed, current, served, files, options);
+    plan.lookups = lookups;
+    Refined { plan, stats }
+}
+
+/// The factor from `run`'s time line onto the seed's: the seed's last
+/// need over the run's ready time (its end without one).
+fn time_scale(run: &LoadedRun, seed_end: i64) -> f64 {
+    match run.ready_ns().or(run.run.ended_ns) {
+        Some(u) if u > 0 && seed_end > 0 => seed_end as f64 / u as f64,
+        _ => 1.0,
     }
 }
 
@@ -331,6 +361,6 @@ pub fn retime(plan: &Plan, run: &LoadedRun) -> Plan {
         source: plan.source.clone(),
         files,
         extents,
-        lookups: Vec::new(),
+        lookups: plan.lookups.clone(),
     }
 }

@@ -606,3 +606,74 @@ fn reads_before_the_prefetcher_started_are_the_launchers_and_refining_leaves_the
         refined.plan.files
     );
 }
+
+#[test]
+fn inode_loads_are_counted_per_side_and_become_lookups_of_the_programs_paths() {
+    use coldstart_plan::lookups::{LookupPool, program_loads};
+    use coldstart_prefetch::Lookup;
+    use coldstart_profile::InodeLoad;
+    let load = |t_us: i64, pid: i32, file_id: FileId| InodeLoad {
+        t_ns: t_us * 1000,
+        pid,
+        file_id,
+    };
+    let mut run = served();
+    run.inode_loads = vec![
+        load(5, PREFETCHER_THREAD, B),
+        load(6, APP, NEW),
+        load(7, APP_THREAD, NEW),
+        load(8, CHILD, CHANGED),
+        load(9, OUTSIDER, A),
+        // Unresolved: counted, labelled, never a lookup.
+        load(10, APP, METADATA),
+        // After the ready mark (50 ms): counted, not planned.
+        load(60_000, CHILD, A),
+    ];
+    let account = account(&run, &the_plan());
+    assert_eq!(account.prefetcher_inode_loads, 1);
+    assert_eq!(account.program_inode_loads, 5);
+    assert_eq!(account.program_inode_paths.len(), 4);
+    assert_eq!(
+        &account.program_inode_paths[..2],
+        ["/lib/new.so", "/lib/changed.so"]
+    );
+    assert_eq!(account.program_inode_paths[3], "/lib/a.so");
+
+    let loads = program_loads(&run);
+    assert_eq!(
+        loads
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        [
+            (
+                "/lib/changed.so".to_string(),
+                (8_000, 1000 + CHANGED as u64)
+            ),
+            ("/lib/new.so".to_string(), (6_000, 1000 + NEW as u64)),
+        ]
+        .into()
+    );
+
+    // Pooled: a path in fewer runs than asked for is left out; the need
+    // is the median of the runs' first loads; the order is by inode.
+    let mut later = run.clone();
+    later.inode_loads = vec![load(30, APP, NEW), load(40, APP, NEW)];
+    let mut third = run.clone();
+    third.inode_loads = vec![load(20, CHILD, NEW)];
+    let mut pool = LookupPool::default();
+    for r in [&run, &later, &third] {
+        pool.add(r);
+    }
+    assert_eq!(
+        pool.lookups(2),
+        [Lookup {
+            path: "/lib/new.so".into(),
+            ino: 1000 + NEW as u64,
+            need_ns: 20_000,
+        }]
+    );
+    let mut pool = LookupPool::default();
+    pool.add(&run);
+    let inodes: Vec<u64> = pool.lookups(1).iter().map(|l| l.ino).collect();
+    assert_eq!(inodes, [1000 + NEW as u64, 1000 + CHANGED as u64]);
+}

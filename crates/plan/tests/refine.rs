@@ -238,6 +238,7 @@ fn a_served_start_adds_its_demanded_misses_keeps_used_additions_and_drops_the_re
             dropped_pages: 1,
             added_pages: 3,
             window_pages_left_out: 7,
+            added_lookups: 0,
             changed_files: vec!["/lib/changed.so".into()],
         }
     );

@@ -54,6 +54,34 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             per_device(account)
         );
     }
+    if account.prefetcher_inode_loads + account.program_inode_loads > 0 {
+        let _ = writeln!(
+            out,
+            "lookups that waited for an inode table read: the prefetcher {}, the program {}{}",
+            thousands(account.prefetcher_inode_loads),
+            thousands(account.program_inode_loads),
+            if account.program_inode_paths.is_empty() {
+                String::new()
+            } else {
+                let shown: Vec<&str> = account
+                    .program_inode_paths
+                    .iter()
+                    .take(top)
+                    .map(String::as_str)
+                    .collect();
+                let more = account.program_inode_paths.len() - shown.len();
+                format!(
+                    " ({}{})",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            }
+        );
+    }
     let other_prefetcher = account.prefetcher_in_kernel.pages - account.prefetcher_metadata.pages;
     let other_program = account.program_in_kernel.pages - account.program_metadata.pages;
     if other_prefetcher + other_program > 0 {
@@ -199,6 +227,9 @@ mod tests {
             prefetcher_metadata: sum(|d| d.prefetcher),
             program_metadata: sum(|d| d.program),
             metadata_devices: devices,
+            prefetcher_inode_loads: 0,
+            program_inode_loads: 0,
+            program_inode_paths: Vec::new(),
             by_reason: ByReason::default(),
             processes: Vec::new(),
             files: Vec::new(),
@@ -235,5 +266,27 @@ mod tests {
         );
         let one = account(two.metadata_devices[..1].to_vec());
         assert!(metadata_line(&one).ends_with("the program 256.0 KiB"));
+    }
+
+    #[test]
+    fn inode_loads_are_counted_with_the_programs_paths() {
+        let mut loads = account(Vec::new());
+        assert!(
+            !render(&loads, 2).contains("inode table read"),
+            "none, no line"
+        );
+        loads.prefetcher_inode_loads = 21;
+        loads.program_inode_loads = 4;
+        loads.program_inode_paths = vec!["/lib32".into(), "/etc/selinux".into(), "/tmp".into()];
+        let text = render(&loads, 2);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("lookups that waited"))
+            .unwrap();
+        assert_eq!(
+            line,
+            "lookups that waited for an inode table read: the prefetcher 21, the program 4 \
+             (/lib32, /etc/selinux and 1 more)"
+        );
     }
 }
