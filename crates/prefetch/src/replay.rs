@@ -305,14 +305,39 @@ fn look_up(lookups: &[Lookup], stop: &AtomicBool) -> LookedUp {
             continue;
         };
         looked_up.done += 1;
-        if meta.is_dir()
-            && meta.size() <= MAX_DIRECTORY_READ
-            && let Ok(entries) = std::fs::read_dir(&lookup.path)
-        {
-            entries.for_each(drop);
+        if meta.is_dir() && meta.size() <= MAX_DIRECTORY_READ {
+            read_entries(&lookup.path);
         }
     }
     looked_up
+}
+
+/// Reads a directory's entries once without touching its access time: a
+/// directory the prefetcher may not open with O_NOATIME (another user's)
+/// is left unread rather than marked as read.
+fn read_entries(path: &str) {
+    let Ok(directory) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOATIME)
+        .open(path)
+    else {
+        return;
+    };
+    let mut buffer = [0u8; 16 << 10];
+    loop {
+        // SAFETY: getdents64 writes at most `buffer.len()` bytes into it.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                directory.as_raw_fd(),
+                buffer.as_mut_ptr(),
+                buffer.len(),
+            )
+        };
+        if n <= 0 {
+            return;
+        }
+    }
 }
 
 /// The calling thread's name (comm), if the kernel tells it.

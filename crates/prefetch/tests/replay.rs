@@ -186,6 +186,19 @@ fn lookups_are_made_and_counted_and_the_extents_still_fetched() {
         ino: std::fs::symlink_metadata(path).map_or(u64::MAX, |m| m.ino()),
         need_ns: 0,
     };
+    // Read three days ago: relatime would mark a read of its entries now.
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 86_400);
+    std::fs::File::open(&subdirectory)
+        .unwrap()
+        .set_times(std::fs::FileTimes::new().set_accessed(long_ago))
+        .unwrap();
+    let accessed = || {
+        std::fs::metadata(&subdirectory)
+            .unwrap()
+            .accessed()
+            .unwrap()
+    };
+    assert_eq!(accessed(), long_ago);
     let mut plan = plan(vec![a.clone()], &[(0, 0, 4), (0, 8, 2)]);
     plan.lookups = vec![
         lookup(&subdirectory),
@@ -195,6 +208,11 @@ fn lookups_are_made_and_counted_and_the_extents_still_fetched() {
     let report = replay(&plan, &options(Method::Readahead), &AtomicBool::new(false));
     assert_eq!(report.lookups_done, 2);
     assert_eq!(report.lookups_missing, 1);
+    assert_eq!(
+        accessed(),
+        long_ago,
+        "the directory's entries are read without touching its access time"
+    );
     assert!(!report.stopped);
     let expected = [0, 1, 2, 3, 8, 9];
     assert_eq!(settled(&a.path, &expected), expected);
