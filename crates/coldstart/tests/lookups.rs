@@ -9,7 +9,7 @@
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_prefetch::format;
 use coldstart_profile::Profile;
-use coldstart_testkit::{can_trace, run_ok, skip, world_readable_temp_dir};
+use coldstart_testkit::{LoopMount, can_trace, run_ok, skip, world_readable_temp_dir};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -21,29 +21,6 @@ use std::process::Command;
 const TARGETS: usize = 5;
 const FILLER: usize = 600;
 const IMAGE_BYTES: u64 = 64 << 20;
-
-struct Mounted {
-    point: PathBuf,
-}
-
-impl Mounted {
-    fn new(image: &Path, point: &Path, options: &str) -> Option<Mounted> {
-        let status = Command::new("mount")
-            .args(["-o", &format!("loop,{options}")])
-            .arg(image)
-            .arg(point)
-            .status();
-        matches!(status, Ok(s) if s.success()).then(|| Mounted {
-            point: point.to_path_buf(),
-        })
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.point).status();
-    }
-}
 
 fn coldstart(args: &[&std::ffi::OsStr]) -> Vec<u8> {
     run_ok(Command::new(env!("CARGO_BIN_EXE_coldstart")).args(args)).stdout
@@ -96,7 +73,7 @@ fn a_plan_warms_the_inodes_a_cold_start_loaded() {
         .map(|k| point.join(format!("target{k}")))
         .collect();
     {
-        let Some(_writable) = Mounted::new(&image, &point, "rw") else {
+        let Some(_writable) = LoopMount::new(&image, &point, "rw") else {
             skip("cannot mount a loop device here");
             return;
         };
@@ -112,7 +89,7 @@ fn a_plan_warms_the_inodes_a_cold_start_loaded() {
             std::fs::create_dir(target).unwrap();
         }
     }
-    let remount = || Mounted::new(&image, &point, "ro,noatime").expect("mount the image again");
+    let remount = || LoopMount::new(&image, &point, "ro,noatime").expect("mount the image again");
 
     // The oracle: each target's inode number, from stat.
     let inodes: BTreeMap<String, u64> = {

@@ -6,7 +6,7 @@
 //! cache gained over the start, counted by cachestat on the device itself.
 
 use coldstart_prefetch::{PlanFile, format};
-use coldstart_testkit::{can_trace, run_ok, skip, world_readable_temp_dir};
+use coldstart_testkit::{LoopMount, can_trace, run_ok, skip, world_readable_temp_dir};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -16,41 +16,6 @@ const DIRECTORIES: usize = 16;
 const FILES_PER_DIRECTORY: usize = 40;
 const PAGE: u64 = 4096;
 const IMAGE_BYTES: u64 = 64 << 20;
-
-/// A loop-mounted filesystem image, unmounted when dropped (the loop
-/// device goes with it: `mount -o loop` sets it to clear itself).
-struct Mounted {
-    point: PathBuf,
-}
-
-impl Mounted {
-    fn new(image: &Path, point: &Path, options: &str) -> Option<Mounted> {
-        let status = Command::new("mount")
-            .args(["-o", &format!("loop,{options}")])
-            .arg(image)
-            .arg(point)
-            .status();
-        matches!(status, Ok(s) if s.success()).then(|| Mounted {
-            point: point.to_path_buf(),
-        })
-    }
-
-    /// The block device behind the mount.
-    fn device(&self) -> PathBuf {
-        let out = run_ok(
-            Command::new("findmnt")
-                .args(["-n", "-o", "SOURCE", "--target"])
-                .arg(&self.point),
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.point).status();
-    }
-}
 
 fn cached_pages(device: &Path) -> u64 {
     let file = std::fs::File::open(device).unwrap();
@@ -91,7 +56,7 @@ fn metadata_pages_add_up_to_what_the_block_device_cache_gained() {
     // The plan: the first file of each directory, its one page.
     let planned: Vec<PlanFile>;
     {
-        let Some(_writable) = Mounted::new(&image, &point, "rw") else {
+        let Some(_writable) = LoopMount::new(&image, &point, "rw") else {
             skip("cannot mount a loop device here");
             return;
         };
@@ -113,7 +78,7 @@ fn metadata_pages_add_up_to_what_the_block_device_cache_gained() {
     // Mounted again, read-only (no atime or journal writes): nothing of its
     // metadata beyond what mounting reads is cached, and nothing here looks
     // at its files before the start.
-    let mounted = Mounted::new(&image, &point, "ro,noatime").expect("mount the image again");
+    let mounted = LoopMount::new(&image, &point, "ro,noatime").expect("mount the image again");
     let device = mounted.device();
     let all = files(&point);
     let extents: Vec<(usize, u64, u64)> = (0..planned.len()).map(|i| (i, 0, 1)).collect();

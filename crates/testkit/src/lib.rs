@@ -178,3 +178,44 @@ pub fn nm_symbols(binary: &Path) -> Vec<NmSymbol> {
     }
     symbols
 }
+
+/// A filesystem image mounted through a loop device, unmounted when
+/// dropped (the loop device goes with it: `mount -o loop` sets it to clear
+/// itself). A fresh mount has none of the image's metadata cached beyond
+/// what mounting reads.
+pub struct LoopMount {
+    point: std::path::PathBuf,
+}
+
+impl LoopMount {
+    /// Mounts `image` on `point` with `-o loop,OPTIONS`; None when this
+    /// machine cannot (no loop devices, not root).
+    pub fn new(image: &Path, point: &Path, options: &str) -> Option<LoopMount> {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("loop,{options}")])
+            .arg(image)
+            .arg(point)
+            .status();
+        matches!(status, Ok(s) if s.success()).then(|| LoopMount {
+            point: point.to_path_buf(),
+        })
+    }
+
+    /// The block device behind the mount.
+    pub fn device(&self) -> std::path::PathBuf {
+        let out = run_ok(
+            std::process::Command::new("findmnt")
+                .args(["-n", "-o", "SOURCE", "--target"])
+                .arg(&self.point),
+        );
+        std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    }
+}
+
+impl Drop for LoopMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.point)
+            .status();
+    }
+}
