@@ -1053,6 +1053,13 @@ impl Batch {
     pub fn batch_file_id(index: usize) -> FileId {
         -(index as FileId) - 1
     }
+
+    /// The position in `files` a batch-relative id names: the inverse of
+    /// [`Batch::batch_file_id`]; None for a profile's own (non-negative) id.
+    pub fn batch_index(id: FileId) -> Option<usize> {
+        // -(id + 1) cannot overflow, even for i64::MIN.
+        (id < 0).then(|| usize::try_from(-(id + 1)).ok()).flatten()
+    }
 }
 
 const RUN_COLUMNS: &str = "SELECT id, argv, cwd, cache_mode, started_at_unix_ns, ended_ns, end_reason,
@@ -1151,14 +1158,9 @@ fn resolve_file(
     written: &[FileId],
     run_files: &HashSet<FileId>,
 ) -> Result<FileId> {
-    let resolved = if id < 0 {
-        // -(id + 1) cannot overflow, even for i64::MIN.
-        usize::try_from(-(id + 1))
-            .ok()
-            .and_then(|index| written.get(index).copied())
-            .unwrap_or(id)
-    } else {
-        id
+    let resolved = match Batch::batch_index(id) {
+        Some(index) => written.get(index).copied().unwrap_or(id),
+        None => id,
     };
     if run_files.contains(&resolved) {
         Ok(resolved)

@@ -1009,3 +1009,14 @@ fn a_negative_cost_per_probe_hit_is_refused_on_read() {
     let err = p.run_loader_hit_ns(run).unwrap_err().to_string();
     assert!(err.contains("loader_hit_ns"), "{err}");
 }
+
+#[test]
+fn a_batch_relative_id_names_its_position_and_a_profile_id_none() {
+    for index in [0usize, 1, 7, 1 << 40] {
+        assert_eq!(Batch::batch_index(Batch::batch_file_id(index)), Some(index));
+    }
+    assert_eq!(Batch::batch_file_id(0), -1);
+    assert_eq!(Batch::batch_index(0), None);
+    assert_eq!(Batch::batch_index(42), None);
+    assert_eq!(Batch::batch_index(i64::MIN), Some(i64::MAX as usize));
+}

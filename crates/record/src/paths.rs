@@ -294,7 +294,7 @@ pub fn identity_of(path: &Path) -> Option<FileIdentity> {
 /// path; a file whose name is no longer cached may come back without one
 /// and is left unresolved, as is anything the kernel calls deleted.
 pub struct HandleResolver {
-    /// A descriptor of a mount of the whole of each ext4 device.
+    /// A descriptor of the first mount of each ext4 device.
     mounts: HashMap<u64, OwnedFd>,
 }
 
@@ -310,24 +310,19 @@ struct InodeHandle {
 }
 
 impl HandleResolver {
-    /// Finds a mount of each ext4 filesystem from /proc/self/mountinfo.
+    /// Opens a mount of each ext4 filesystem. Any mount of it will do: a
+    /// path found through one is checked against the inode it must name.
     pub fn mounted() -> HandleResolver {
         let mut mounts = HashMap::new();
-        let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        for line in text.lines() {
-            let Some((before, after)) = line.split_once(" - ") else {
-                continue;
-            };
-            let fields: Vec<&str> = before.split(' ').collect();
-            if after.split(' ').next() != Some("ext4") || fields.len() < 5 || fields[3] != "/" {
+        for proc::Mount { target, fstype } in proc::mounts() {
+            if fstype != "ext4" {
                 continue;
             }
-            let point = unescape_mountinfo(fields[4]);
             // Not O_PATH: open_by_handle_at refuses such a descriptor.
             let Ok(dir) = fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_DIRECTORY)
-                .open(&point)
+                .open(&target)
             else {
                 continue;
             };
@@ -374,26 +369,4 @@ impl HandleResolver {
         let named = fs::symlink_metadata(&path).ok()?;
         (path.starts_with('/') && (named.dev(), named.ino()) == identity).then_some(path)
     }
-}
-
-/// A mountinfo field with its octal escapes (`\040` for a space) undone.
-fn unescape_mountinfo(field: &str) -> std::ffi::OsString {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && let Some(value) = bytes
-                .get(i + 1..i + 4)
-                .and_then(|digits| std::str::from_utf8(digits).ok())
-                .and_then(|digits| u8::from_str_radix(digits, 8).ok())
-        {
-            out.push(value);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    std::ffi::OsStr::from_bytes(&out).to_os_string()
 }

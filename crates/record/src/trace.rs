@@ -1155,8 +1155,10 @@ impl RunAssembly<'_> {
     fn resolve_loaded_inodes(&mut self) {
         let mut resolver = None;
         for load in &self.inode_loads {
-            let index = (-load.file_id - 1) as usize;
-            let file = &mut self.files[index];
+            let Some(file) = Batch::batch_index(load.file_id).and_then(|i| self.files.get_mut(i))
+            else {
+                continue;
+            };
             if file.path.is_some() {
                 continue;
             }
@@ -1164,15 +1166,8 @@ impl RunAssembly<'_> {
             let Some(path) = resolver.path((file.dev, file.ino)) else {
                 continue;
             };
-            if let Ok(meta) = std::fs::symlink_metadata(&path) {
-                use std::os::unix::fs::MetadataExt;
-                file.size = Some(meta.size());
-                file.mtime_ns = Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec());
-                if meta.is_file() {
-                    file.build_id = build_id(Path::new(&path));
-                }
-            }
-            file.path = Some(path);
+            file.build_id = build_id(Path::new(&path));
+            name_from_disk(file, path);
         }
     }
 
@@ -1237,18 +1232,24 @@ fn new_file(
     } else if let Some(path) = mapped.get(&identity) {
         // Trust a maps path only while it still names the same inode.
         if paths::identity_of(Path::new(path)) == Some(identity) {
-            file.path = Some(path.clone());
-            if let Ok(meta) = std::fs::metadata(path) {
-                use std::os::unix::fs::MetadataExt;
-                file.size = Some(meta.size());
-                file.mtime_ns = Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec());
-            }
+            name_from_disk(&mut file, path.clone());
         }
     }
     if let Some(path) = &file.path {
         file.build_id = build_id(Path::new(path));
     }
     file
+}
+
+/// Names `file` by `path`, found after the fact (not by its open), with
+/// the size and modification time the path has now.
+fn name_from_disk(file: &mut NewFile, path: String) {
+    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+        use std::os::unix::fs::MetadataExt;
+        file.size = Some(meta.size());
+        file.mtime_ns = Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec());
+    }
+    file.path = Some(path);
 }
 
 fn unix_now_ns() -> i64 {
