@@ -9,7 +9,9 @@
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_prefetch::format;
 use coldstart_profile::Profile;
-use coldstart_testkit::{LoopMount, can_trace, run_ok, skip, world_readable_temp_dir};
+use coldstart_testkit::{
+    LoopMount, can_trace, make_ext4_image, run_ok, skip, world_readable_temp_dir,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -55,16 +57,8 @@ fn a_plan_warms_the_inodes_a_cold_start_loaded() {
     }
     let dir = world_readable_temp_dir("coldstart-lookups-test");
     let image = dir.path().join("fs.img");
-    std::fs::File::create(&image)
-        .unwrap()
-        .set_len(IMAGE_BYTES)
-        .unwrap();
-    let made = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-b", "4096", "-I", "256", "-N", "8192"])
-        .arg(&image)
-        .output();
-    if !matches!(&made, Ok(out) if out.status.success()) {
-        skip("mkfs.ext4 (e2fsprogs) could not make a test filesystem");
+    if let Err(why) = make_ext4_image(&image, IMAGE_BYTES, &["-I", "256", "-N", "8192"]) {
+        skip(&why);
         return;
     }
     let point = dir.path().join("mnt");

@@ -6,7 +6,9 @@
 //! cache gained over the start, counted by cachestat on the device itself.
 
 use coldstart_prefetch::{PlanFile, format};
-use coldstart_testkit::{LoopMount, can_trace, run_ok, skip, world_readable_temp_dir};
+use coldstart_testkit::{
+    LoopMount, can_trace, make_ext4_image, run_ok, skip, world_readable_temp_dir,
+};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -39,16 +41,8 @@ fn metadata_pages_add_up_to_what_the_block_device_cache_gained() {
     }
     let dir = world_readable_temp_dir("coldstart-metadata-test");
     let image = dir.path().join("fs.img");
-    std::fs::File::create(&image)
-        .unwrap()
-        .set_len(IMAGE_BYTES)
-        .unwrap();
-    let made = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-b", "4096"])
-        .arg(&image)
-        .output();
-    if !matches!(&made, Ok(out) if out.status.success()) {
-        skip("mkfs.ext4 (e2fsprogs) could not make a test filesystem");
+    if let Err(why) = make_ext4_image(&image, IMAGE_BYTES, &[]) {
+        skip(&why);
         return;
     }
     let point = dir.path().join("mnt");

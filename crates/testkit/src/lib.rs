@@ -179,6 +179,23 @@ pub fn nm_symbols(binary: &Path) -> Vec<NmSymbol> {
     symbols
 }
 
+/// Makes an empty ext4 image of `bytes` at `image` with 4 KiB blocks and
+/// `options` for mkfs.ext4; Err says why not (e2fsprogs missing, say).
+pub fn make_ext4_image(image: &Path, bytes: u64, options: &[&str]) -> Result<(), String> {
+    std::fs::File::create(image)
+        .and_then(|f| f.set_len(bytes))
+        .map_err(|e| format!("{}: {e}", image.display()))?;
+    let made = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-b", "4096"])
+        .args(options)
+        .arg(image)
+        .output();
+    match made {
+        Ok(out) if out.status.success() => Ok(()),
+        _ => Err("mkfs.ext4 (e2fsprogs) could not make a test filesystem".to_string()),
+    }
+}
+
 /// A filesystem image mounted through a loop device, unmounted when
 /// dropped (the loop device goes with it: `mount -o loop` sets it to clear
 /// itself). A fresh mount has none of the image's metadata cached beyond
