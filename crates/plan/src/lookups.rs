@@ -38,18 +38,17 @@ pub fn program_loads(run: &LoadedRun) -> HashMap<String, (i64, u64)> {
 /// Lookups pooled over runs, added one run at a time.
 #[derive(Debug, Default)]
 pub struct LookupPool {
-    /// Per path: the runs that loaded it, their first-load times, and the
+    /// Per path: the first-load time of each run that loaded it, and the
     /// inode number the latest-added run saw.
-    paths: HashMap<String, (usize, Vec<i64>, u64)>,
+    paths: HashMap<String, (Vec<i64>, u64)>,
 }
 
 impl LookupPool {
     pub fn add(&mut self, run: &LoadedRun) {
         for (path, (t_ns, ino)) in program_loads(run) {
-            let entry = self.paths.entry(path).or_insert((0, Vec::new(), ino));
-            entry.0 += 1;
-            entry.1.push(t_ns);
-            entry.2 = ino;
+            let entry = self.paths.entry(path).or_insert((Vec::new(), ino));
+            entry.0.push(t_ns);
+            entry.1 = ino;
         }
     }
 
@@ -60,8 +59,8 @@ impl LookupPool {
         let mut out: Vec<Lookup> = self
             .paths
             .into_iter()
-            .filter(|(_, (runs, _, _))| *runs >= min_runs.max(1))
-            .map(|(path, (_, mut times, ino))| {
+            .filter(|(_, (times, _))| times.len() >= min_runs.max(1))
+            .map(|(path, (mut times, ino))| {
                 times.sort_unstable();
                 Lookup {
                     path,
