@@ -139,6 +139,8 @@ fn start_prefetcher(launch: &Launch, plan: &Plan) {
                     }
                 };
                 let stop = AtomicBool::new(false);
+                // Before the watcher thread, while growing it is free.
+                replay::reserve_descriptors(plan.files.len());
                 std::thread::scope(|scope| {
                     scope.spawn(|| {
                         wait_for_exit(&program);

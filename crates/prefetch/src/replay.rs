@@ -1,8 +1,10 @@
 //! Replaying a plan: worker threads take the plan's extents in order and ask
 //! the kernel to bring them into the page cache, skipping what is already
 //! there, so the program finds its pages resident when it reaches them. Each
-//! file is opened once and checked against the identity it had when traced;
-//! a changed or missing file is skipped, never prefetched blindly. The
+//! file is opened once and checked against the identity it had when traced:
+//! a missing file, or one whose size or modification time changed, is
+//! skipped, never read; one whose build-id differs is caught by a check
+//! beside the workers, and its extents not yet requested are skipped. The
 //! plan's lookups are looked up first, on a thread of their own, so the
 //! inode tables and directories the program's path lookups need are cached.
 
@@ -140,6 +142,9 @@ struct Shared<'a> {
     plan: &'a Plan,
     method: Method,
     files: Vec<OnceLock<Opened>>,
+    /// Why a file that opened as traced is not the traced file after all
+    /// (its build-id differs), once the check has said so.
+    rejected: Vec<OnceLock<String>>,
     /// Files whose cache state cachestat may not tell us (EPERM): always
     /// prefetched; the kernel skips resident pages itself, cheaply.
     no_cachestat: Vec<AtomicBool>,
@@ -174,6 +179,7 @@ pub fn replay_with_lead(
         plan,
         method: options.method,
         files: plan.files.iter().map(|_| OnceLock::new()).collect(),
+        rejected: plan.files.iter().map(|_| OnceLock::new()).collect(),
         no_cachestat: plan.files.iter().map(|_| AtomicBool::new(false)).collect(),
         next: AtomicUsize::new(0),
         requested: AtomicU64::new(0),
@@ -184,6 +190,7 @@ pub fn replay_with_lead(
         on_lead,
         lead_told: AtomicBool::new(false),
     };
+    reserve_descriptors(plan.files.len());
     // Work items: the plan's extents in order (for the whole-file peers,
     // one item per file), each file opened and checked when its first
     // extent comes up. Beside the workers, one more thread opens every file
@@ -193,7 +200,9 @@ pub fn replay_with_lead(
     // first, kept every worker off the device for the first 50-100 ms of a
     // cold Firefox start (226 files, each with its build-id read from the
     // device), while the program raced ahead and read its libraries itself
-    // with readahead windows around them. One more thread looks up the
+    // with readahead windows around them. Once every file is open, that
+    // thread checks their build-ids, which the workers do not wait for.
+    // One more thread looks up the
     // plan's lookups before anything else; the whole-file peers make none.
     let lookups: &[Lookup] = if options.method.whole_files() {
         &[]
@@ -219,6 +228,12 @@ pub fn replay_with_lead(
                     return;
                 }
                 let _ = shared.open(index);
+            }
+            for index in 0..plan.files.len() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                shared.check_build_id(index);
             }
         });
         for _ in 0..threads {
@@ -246,14 +261,14 @@ pub fn replay_with_lead(
 
     let mut files_opened = 0;
     let mut files_skipped = Vec::new();
-    for (file, slot) in plan.files.iter().zip(&shared.files) {
-        match slot.get() {
-            Some(Ok(_)) => files_opened += 1,
-            Some(Err(reason)) => files_skipped.push(Skipped {
+    for ((file, slot), rejected) in plan.files.iter().zip(&shared.files).zip(&shared.rejected) {
+        match (slot.get(), rejected.get()) {
+            (Some(Ok(_)), None) => files_opened += 1,
+            (Some(Err(reason)), _) | (_, Some(reason)) => files_skipped.push(Skipped {
                 path: file.path.clone(),
                 reason: reason.clone(),
             }),
-            None => {}
+            (None, None) => {}
         }
     }
     ReplayReport {
@@ -372,6 +387,9 @@ impl Shared<'_> {
         let Ok(handle) = self.open(file) else {
             return;
         };
+        if self.rejected[file].get().is_some() {
+            return;
+        }
         if len == 0 || self.resident(file, handle, offset, len) {
             self.resident.fetch_add(1, Ordering::Relaxed);
             return;
@@ -402,6 +420,25 @@ impl Shared<'_> {
         self.files[index].get_or_init(|| open_checked(&self.plan.files[index]))
     }
 
+    /// Compares the build-id of an opened file with the plan's, and rejects
+    /// the file when they differ: its extents not yet requested are skipped.
+    fn check_build_id(&self, index: usize) {
+        let Some(expected) = &self.plan.files[index].build_id else {
+            return;
+        };
+        let Ok(file) = self.open(index) else {
+            return;
+        };
+        let reason = match build_id_of_open(file) {
+            Some(found) if &found == expected => return,
+            Some(found) => {
+                format!("changed since traced: build-id {found}, the plan says {expected}")
+            }
+            None => "changed since traced: it has no build-id now".to_string(),
+        };
+        let _ = self.rejected[index].set(reason);
+    }
+
     /// Whether the whole range is resident, where cachestat may say so.
     fn resident(&self, index: usize, file: &File, offset: u64, len: u64) -> bool {
         if self.no_cachestat[index].load(Ordering::Relaxed) {
@@ -418,7 +455,14 @@ impl Shared<'_> {
     }
 }
 
-/// Opens a plan file and checks it is the file that was traced.
+/// Opens a plan file and checks it is the file that was traced, by its
+/// size and modification time: what the inode says, so the check reads
+/// nothing the open did not. The build-id, which takes a read of the file's
+/// first page, is checked after every file is open, on the thread that
+/// opens them ([`Shared::check_build_id`]), never on a worker's way: a
+/// worker that waited for it waited behind every read already queued on the
+/// device (20-30 ms each at the start of a cold Firefox plan, where the
+/// workers spent 340-400 ms of a 200 ms replay opening files).
 fn open_checked(planned: &PlanFile) -> Opened {
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -457,18 +501,47 @@ fn open_checked(planned: &PlanFile) -> Opened {
             return Err("changed since traced: modification time differs".to_string());
         }
     }
-    if let Some(expected) = &planned.build_id {
-        match build_id_of_open(&file) {
-            Some(found) if &found == expected => {}
-            Some(found) => {
-                return Err(format!(
-                    "changed since traced: build-id {found}, the plan says {expected}"
-                ));
-            }
-            None => return Err("changed since traced: it has no build-id now".to_string()),
-        }
-    }
     Ok(file)
+}
+
+/// Makes room in the descriptor table for the plan's files before any
+/// thread starts. Growing the table of a process with several threads waits
+/// for an RCU grace period each time it grows (expand_fdtable): on a cold
+/// Firefox plan of 239 files, three waits of 11-16 ms on the thread opening
+/// them, at the start, while the program raced ahead. Asking once for a
+/// descriptor above all the plan needs grows the table once, and without
+/// the wait while the process has one thread. Within the soft limit on open
+/// files, which this leaves alone (with `--wait` the program inherits it).
+/// [`replay`] calls it; a caller that starts threads of its own first calls
+/// it before them.
+pub fn reserve_descriptors(files: usize) {
+    // The standard streams, the plan, a pidfd and pipes: a few more.
+    let mut wanted = files.saturating_add(64);
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        wanted = wanted.min(
+            usize::try_from(limit.rlim_cur)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(1),
+        );
+    }
+    let Ok(null) = File::open("/dev/null") else {
+        return;
+    };
+    let Ok(wanted) = libc::c_int::try_from(wanted) else {
+        return;
+    };
+    // SAFETY: duplicates our own descriptor to the lowest free number at or
+    // above `wanted`, or fails harmlessly; the duplicate is closed at once.
+    let fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, wanted) };
+    if fd >= 0 {
+        // SAFETY: closing the descriptor fcntl just made.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// The most one readahead(2) or fadvise(WILLNEED) call is asked for when
@@ -608,7 +681,51 @@ fn map_and_touch(file: &File, offset: u64, len: u64, method: Method) -> io::Resu
 
 #[cfg(test)]
 mod tests {
-    use super::pieces;
+    use super::{pieces, reserve_descriptors};
+
+    /// The kernel's size of this process's descriptor table, and the highest
+    /// descriptor open, from /proc.
+    fn descriptor_table() -> (usize, usize) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let size = status
+            .lines()
+            .find_map(|line| line.strip_prefix("FDSize:"))
+            .map(|n| n.trim().parse().unwrap())
+            .unwrap();
+        let highest = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .map(|entry| {
+                entry
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .max()
+            .unwrap();
+        (size, highest)
+    }
+
+    #[test]
+    fn the_descriptor_table_is_grown_once_for_the_plans_files_and_nothing_stays_open() {
+        let (size, _) = descriptor_table();
+        // A plan with as many files as the table has slots now: the table must
+        // grow to hold them and the 64 spare.
+        reserve_descriptors(size);
+        let (grown, highest) = descriptor_table();
+        assert!(
+            grown >= size + 64,
+            "FDSize {grown} after reserving for {size} files (it was {size})"
+        );
+        // Other tests of this process open files beside this one, at the
+        // lowest free numbers; the reserving descriptor was at size + 64.
+        assert!(
+            highest < size + 64,
+            "descriptor {highest} left open by the reservation"
+        );
+    }
 
     #[test]
     fn a_range_is_asked_for_in_pieces_no_larger_than_the_cap() {

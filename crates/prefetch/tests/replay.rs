@@ -277,12 +277,15 @@ fn a_file_with_another_build_id_is_skipped() {
         &stop,
     );
     assert!(good.files_skipped.is_empty(), "{:?}", good.files_skipped);
+    // The build-id is checked beside the workers, so the first extent may
+    // already have been requested; the file is still reported as changed.
     let bad = replay(
         &plan(vec![file(&wrong)], &[(0, 0, 1)]),
         &options(Method::Readahead),
         &stop,
     );
     assert_eq!(bad.files_skipped.len(), 1);
+    assert_eq!(bad.files_opened, 0);
     assert!(
         bad.files_skipped[0]
             .reason
@@ -290,7 +293,6 @@ fn a_file_with_another_build_id_is_skipped() {
         "{:?}",
         bad.files_skipped
     );
-    assert_eq!(bad.extents_requested, 0);
 }
 
 #[test]
