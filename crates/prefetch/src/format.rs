@@ -283,12 +283,8 @@ fn parse_file(rest: &str, expected: usize) -> Result<PlanFile, String> {
             "file {index} where file {expected} was expected (files are numbered from 0 in order)"
         ));
     }
-    let mut field = |key: &str| -> Result<&str, String> {
-        let f = fields.next().unwrap_or("");
-        f.strip_prefix(key)
-            .and_then(|f| f.strip_prefix('='))
-            .ok_or_else(|| format!("file {index}: expected {key}=, found `{f}`"))
-    };
+    let what = format!("file {index}");
+    let mut field = |key: &str| keyed(fields.next(), key, &what);
     let size = number(field("size")?).map_err(|m| format!("file {index} size: {m}"))?;
     let mtime = field("mtime")?;
     let mtime_ns = if mtime == "-" {
@@ -302,14 +298,7 @@ fn parse_file(rest: &str, expected: usize) -> Result<PlanFile, String> {
     } else {
         Some(unescape(build_id).map_err(|m| format!("file {index} build-id: {m}"))?)
     };
-    let path = fields.next().unwrap_or("");
-    if path.is_empty() {
-        return Err(format!("file {index}: no path"));
-    }
-    let path = unescape(path).map_err(|m| format!("file {index} path: {m}"))?;
-    if !path.starts_with('/') {
-        return Err(format!("file {index}: the path `{path}` is not absolute"));
-    }
+    let path = absolute_path(fields.next(), &what)?;
     Ok(PlanFile {
         path,
         size,
@@ -349,23 +338,32 @@ fn parse_extent(rest: &str) -> Result<Extent, String> {
 
 fn parse_lookup(rest: &str) -> Result<Lookup, String> {
     let mut fields = rest.splitn(3, ' ');
-    let mut field = |key: &str| -> Result<&str, String> {
-        let f = fields.next().unwrap_or("");
-        f.strip_prefix(key)
-            .and_then(|f| f.strip_prefix('='))
-            .ok_or_else(|| format!("lookup: expected {key}=, found `{f}`"))
-    };
+    let mut field = |key: &str| keyed(fields.next(), key, "lookup");
     let ino = number(field("ino")?).map_err(|m| format!("lookup ino: {m}"))?;
     let need_ns = parse_milliseconds(field("need")?)?;
-    let path = fields.next().unwrap_or("");
-    if path.is_empty() {
-        return Err("lookup: no path".into());
-    }
-    let path = unescape(path).map_err(|m| format!("lookup path: {m}"))?;
-    if !path.starts_with('/') {
-        return Err(format!("lookup: the path `{path}` is not absolute"));
-    }
+    let path = absolute_path(fields.next(), "lookup")?;
     Ok(Lookup { path, ino, need_ns })
+}
+
+/// The value of a `key=value` field of the line describing `what`.
+fn keyed<'a>(field: Option<&'a str>, key: &str, what: &str) -> Result<&'a str, String> {
+    let f = field.unwrap_or("");
+    f.strip_prefix(key)
+        .and_then(|f| f.strip_prefix('='))
+        .ok_or_else(|| format!("{what}: expected {key}=, found `{f}`"))
+}
+
+/// The escaped absolute path that ends the line describing `what`.
+fn absolute_path(field: Option<&str>, what: &str) -> Result<String, String> {
+    let path = field.unwrap_or("");
+    if path.is_empty() {
+        return Err(format!("{what}: no path"));
+    }
+    let path = unescape(path).map_err(|m| format!("{what} path: {m}"))?;
+    if !path.starts_with('/') {
+        return Err(format!("{what}: the path `{path}` is not absolute"));
+    }
+    Ok(path)
 }
 
 fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {
