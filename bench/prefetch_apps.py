@@ -227,7 +227,9 @@ def main():
         f = r["floor"]
         print(f"- floor: device {f['bandwidth_mb_s']:.0f} MB/s, {f['request_us']:.0f} us a request; a perfect "
               f"prefetch would hold the start back {f['held_back_ns'] / 1e6:.1f} ms, the plan's own order "
-              f"{f['held_back_plan_order_ns'] / 1e6:.1f} ms; the whole plan is read by "
+              f"{f['held_back_plan_order_ns'] / 1e6:.1f} ms (demanded pages only: "
+              f"{f['demanded']['held_back_ns'] / 1e6:.1f} and "
+              f"{f['demanded']['held_back_plan_order_ns'] / 1e6:.1f} ms); the whole plan is read by "
               f"{f['plan_read_ns'] / 1e6:.1f} ms\n")
     print(f"device read_ahead_kb {device}; kernel {os.uname().release}; {args.runs} interleaved runs, medians\n")
     print("| program | read_ahead_kb | warm ms | cold ms | seed plan ms | refined plan ms | refined, lead ms | "

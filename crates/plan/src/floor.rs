@@ -12,10 +12,14 @@
 //! happen whether the pages are cached or not). Data needed by time `t`
 //! cannot arrive before it is read, so the start is held back by the
 //! largest lateness `arrival - first use` over the extents it uses, and
-//! the floor is the reference start's length plus that lateness. Costs the
-//! model leaves out (reading filesystem metadata, the program's own CPU
-//! time competing with the prefetcher's, pages the plan lacks) only raise
-//! the real start above it.
+//! the floor is the reference start's length plus that lateness. A mapping
+//! is not a use, though: fault-around maps cached pages before the program
+//! needs them, and its later use of a mapped page leaves no event, so the
+//! same figures are also given from the demanded pages alone (faults,
+//! read() calls, touches); the first overstate the lateness, the second
+//! understate it. Costs the model leaves out (reading filesystem metadata,
+//! the program's own CPU time competing with the prefetcher's, pages the
+//! plan lacks) only raise the real start above it.
 
 use crate::compile::plannable_path;
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
@@ -55,29 +59,52 @@ pub struct Floor {
     /// Extents the reference start used, of all.
     pub extents_used: usize,
     pub extents: usize,
+    /// The same predictions counting only the pages the start demanded (a
+    /// fault, a read() or a touch), not those fault-around mapped. A warm
+    /// start's fault-around maps cached pages before the program uses them
+    /// (often long before, or never), and the program's later use of a
+    /// mapped page leaves no event: mappings counted as uses overstate the
+    /// lateness, demanded pages alone understate it. The truth lies between.
+    pub demanded: DemandedOnly,
+}
+
+/// The floor's figures from the demanded pages alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemandedOnly {
+    pub held_back_ns: i64,
+    /// reference + held back.
+    pub floor_ns: i64,
+    pub held_back_plan_order_ns: i64,
+    pub extents_used: usize,
 }
 
 /// The floor of `plan` on `device`, with `reference` giving when the
 /// program first uses each extent.
 pub fn predict(plan: &Plan, reference: &LoadedRun, device: Device) -> Floor {
-    let first_use = first_use_by_extent(plan, reference);
     let cost_s = |index: usize| {
         let bytes = (plan.extents[index].pages * plan.page_size) as f64;
         device.request_s + bytes / device.bandwidth_bytes_s.max(1.0)
     };
-    // The perfect prefetch reads what the start uses, in the order it first
-    // uses it (earliest deadline first, which minimises the largest
-    // lateness), and nothing else before it.
-    let mut used: Vec<usize> = (0..plan.extents.len())
-        .filter(|&i| first_use[i].is_some())
-        .collect();
-    used.sort_by_key(|&i| (first_use[i], i));
-    let (held_back_ns, latest_extent) = lateness(&used, &first_use, cost_s);
+    let reference_ns = reference.ready_ns().or(reference.run.ended_ns).unwrap_or(0);
     // The plan's own order, as `coldstart run` reads it.
     let in_order: Vec<usize> = (0..plan.extents.len()).collect();
-    let (held_back_plan_order_ns, _) = lateness(&in_order, &first_use, cost_s);
     let plan_read_s: f64 = in_order.iter().map(|&i| cost_s(i)).sum();
-    let reference_ns = reference.ready_ns().or(reference.run.ended_ns).unwrap_or(0);
+    let held_back = |first_use: &[Option<i64>]| {
+        // The perfect prefetch reads what the start uses, in the order it
+        // first uses it (earliest deadline first, which minimises the
+        // largest lateness), and nothing else before it.
+        let mut used: Vec<usize> = (0..plan.extents.len())
+            .filter(|&i| first_use[i].is_some())
+            .collect();
+        used.sort_by_key(|&i| (first_use[i], i));
+        let (perfect, latest) = lateness(&used, first_use, cost_s);
+        let (plan_order, _) = lateness(&in_order, first_use, cost_s);
+        (perfect, latest, plan_order, used.len())
+    };
+    let (held_back_ns, latest_extent, held_back_plan_order_ns, extents_used) =
+        held_back(&first_use_by_extent(plan, reference, Uses::Any));
+    let (demanded_ns, _, demanded_plan_order_ns, demanded_used) =
+        held_back(&first_use_by_extent(plan, reference, Uses::Demanded));
     Floor {
         device,
         reference_ns,
@@ -86,9 +113,24 @@ pub fn predict(plan: &Plan, reference: &LoadedRun, device: Device) -> Floor {
         latest_extent,
         floor_ns: reference_ns + held_back_ns,
         held_back_plan_order_ns,
-        extents_used: used.len(),
+        extents_used,
         extents: plan.extents.len(),
+        demanded: DemandedOnly {
+            held_back_ns: demanded_ns,
+            floor_ns: reference_ns + demanded_ns,
+            held_back_plan_order_ns: demanded_plan_order_ns,
+            extents_used: demanded_used,
+        },
     }
+}
+
+/// Which events of a run count as a use of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Uses {
+    /// Every event of the program, fault-around mappings included.
+    Any,
+    /// Faults, read() calls and touches: the pages the program asked for.
+    Demanded,
 }
 
 /// Reading `order` back to back from launch: the largest lateness of an
@@ -113,8 +155,10 @@ fn lateness(
 }
 
 /// For each extent of the plan, the earliest event of the program (not a
-/// prefetcher) on any of its pages in `run`, before the run was ready.
-pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun) -> Vec<Option<i64>> {
+/// prefetcher) on any of its pages in `run`, before the run was ready:
+/// any event but an eviction, or with `Uses::Demanded` only faults, read()
+/// calls and touches.
+pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun, uses: Uses) -> Vec<Option<i64>> {
     let prefetcher = crate::misses::prefetcher_tasks(run);
     let until = run.ready_ns().or(run.run.ended_ns);
     // Per plan file, its extents as (first page, end page, index), sorted.
@@ -138,10 +182,14 @@ pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun) -> Vec<Option<i6
         .collect();
     let mut first = vec![None; plan.extents.len()];
     for e in run.tree_events() {
-        if e.kind == PageEventKind::Evict
-            || prefetcher.contains(&e.pid)
-            || until.is_some_and(|u| e.t_ns > u)
-        {
+        let counts = match uses {
+            Uses::Any => e.kind != PageEventKind::Evict,
+            Uses::Demanded => matches!(
+                e.kind,
+                PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
+            ),
+        };
+        if !counts || prefetcher.contains(&e.pid) || until.is_some_and(|u| e.t_ns > u) {
             continue;
         }
         let Some(extents) = paths.get(&e.file_id).and_then(|p| by_path.get(p)) else {

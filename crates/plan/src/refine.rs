@@ -315,10 +315,10 @@ fn assemble(
 /// starts, whose phases overlap differently from a fast start's: on
 /// Chromium the floor (`crate::floor`) of a seed plan read in its own order
 /// held a warm start back 315 ms where the order the start uses held it
-/// back 85 ms.
+/// back 85 ms (both counting fault-around mappings as uses).
 pub fn retime(plan: &Plan, run: &LoadedRun) -> Plan {
     let until = run.ready_ns().or(run.run.ended_ns);
-    let first = crate::floor::first_use_by_extent(plan, run);
+    let first = crate::floor::first_use_by_extent(plan, run, crate::floor::Uses::Any);
     let plan_end = plan.extents.iter().map(|e| e.need_ns).max().unwrap_or(0);
     let scale = match until {
         Some(u) if u > 0 && plan_end > 0 => u as f64 / plan_end as f64,

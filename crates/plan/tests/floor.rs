@@ -145,6 +145,30 @@ fn the_floor_reads_what_the_start_uses_in_the_order_it_uses_it() {
 }
 
 #[test]
+fn pages_only_fault_around_mapped_are_left_out_of_the_demanded_floor() {
+    let device = Device {
+        bandwidth_bytes_s: 1e9,
+        request_s: 100e-6,
+    };
+    let floor = predict(&the_plan(), &warm_start(), device);
+    // b.so page 10 was only mapped (at 500 µs): counting demanded pages,
+    // the start uses a.so 0-255 alone (its fault at 1000 µs). Read first,
+    // in either order, it arrives at 1148.576 µs: 148.576 µs late.
+    assert_eq!(floor.demanded.extents_used, 1);
+    assert!(close(floor.demanded.held_back_ns, 148_576), "{floor:?}");
+    assert!(
+        close(floor.demanded.floor_ns, 10_000_000 + 148_576),
+        "{floor:?}"
+    );
+    assert!(
+        close(floor.demanded.held_back_plan_order_ns, 148_576),
+        "{floor:?}"
+    );
+    // Mappings counted as uses, b.so makes both orders later.
+    assert!(floor.held_back_ns > floor.demanded.held_back_ns);
+}
+
+#[test]
 fn a_device_fast_enough_holds_nothing_back() {
     // 1 TB/s and 1 µs a request: b.so arrives at 3.1 µs, a.so at 5.2 µs,
     // long before their first use.
