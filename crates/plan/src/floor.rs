@@ -44,6 +44,24 @@ pub struct Floor {
     pub reference_ns: i64,
     /// When the device has read the whole plan, ns after launch.
     pub plan_read_ns: i64,
+    pub extents: usize,
+    /// The prediction counting every event of the program on a page as a
+    /// use, fault-around mappings included (its keys stand at the top
+    /// level of the JSON).
+    #[serde(flatten)]
+    pub mapped: Bound,
+    /// The same prediction counting only the pages the start demanded (a
+    /// fault, a read() or a touch). A warm start's fault-around maps cached
+    /// pages before the program uses them (often long before, or never),
+    /// and the program's later use of a mapped page leaves no event:
+    /// mappings counted as uses overstate the lateness, demanded pages
+    /// alone understate it. The truth lies between.
+    pub demanded: Bound,
+}
+
+/// The floor from one reading of which pages the reference start used.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bound {
     /// How long the perfect prefetch holds the start back: the largest
     /// lateness of an extent over its first use (0 when every extent
     /// arrives in time).
@@ -58,24 +76,6 @@ pub struct Floor {
     pub held_back_plan_order_ns: i64,
     /// Extents the reference start used, of all.
     pub extents_used: usize,
-    pub extents: usize,
-    /// The same predictions counting only the pages the start demanded (a
-    /// fault, a read() or a touch), not those fault-around mapped. A warm
-    /// start's fault-around maps cached pages before the program uses them
-    /// (often long before, or never), and the program's later use of a
-    /// mapped page leaves no event: mappings counted as uses overstate the
-    /// lateness, demanded pages alone understate it. The truth lies between.
-    pub demanded: DemandedOnly,
-}
-
-/// The floor's figures from the demanded pages alone.
-#[derive(Debug, Clone, Serialize)]
-pub struct DemandedOnly {
-    pub held_back_ns: i64,
-    /// reference + held back.
-    pub floor_ns: i64,
-    pub held_back_plan_order_ns: i64,
-    pub extents_used: usize,
 }
 
 /// The floor of `plan` on `device`, with `reference` giving when the
@@ -89,7 +89,8 @@ pub fn predict(plan: &Plan, reference: &LoadedRun, device: Device) -> Floor {
     // The plan's own order, as `coldstart run` reads it.
     let in_order: Vec<usize> = (0..plan.extents.len()).collect();
     let plan_read_s: f64 = in_order.iter().map(|&i| cost_s(i)).sum();
-    let held_back = |first_use: &[Option<i64>]| {
+    let bound = |uses: Uses| {
+        let first_use = first_use_by_extent(plan, reference, uses);
         // The perfect prefetch reads what the start uses, in the order it
         // first uses it (earliest deadline first, which minimises the
         // largest lateness), and nothing else before it.
@@ -97,30 +98,22 @@ pub fn predict(plan: &Plan, reference: &LoadedRun, device: Device) -> Floor {
             .filter(|&i| first_use[i].is_some())
             .collect();
         used.sort_by_key(|&i| (first_use[i], i));
-        let (perfect, latest) = lateness(&used, first_use, cost_s);
-        let (plan_order, _) = lateness(&in_order, first_use, cost_s);
-        (perfect, latest, plan_order, used.len())
+        let (held_back_ns, latest_extent) = lateness(&used, &first_use, cost_s);
+        Bound {
+            held_back_ns,
+            latest_extent,
+            floor_ns: reference_ns + held_back_ns,
+            held_back_plan_order_ns: lateness(&in_order, &first_use, cost_s).0,
+            extents_used: used.len(),
+        }
     };
-    let (held_back_ns, latest_extent, held_back_plan_order_ns, extents_used) =
-        held_back(&first_use_by_extent(plan, reference, Uses::Any));
-    let (demanded_ns, _, demanded_plan_order_ns, demanded_used) =
-        held_back(&first_use_by_extent(plan, reference, Uses::Demanded));
     Floor {
         device,
         reference_ns,
         plan_read_ns: (plan_read_s * 1e9) as i64,
-        held_back_ns,
-        latest_extent,
-        floor_ns: reference_ns + held_back_ns,
-        held_back_plan_order_ns,
-        extents_used,
         extents: plan.extents.len(),
-        demanded: DemandedOnly {
-            held_back_ns: demanded_ns,
-            floor_ns: reference_ns + demanded_ns,
-            held_back_plan_order_ns: demanded_plan_order_ns,
-            extents_used: demanded_used,
-        },
+        mapped: bound(Uses::Any),
+        demanded: bound(Uses::Demanded),
     }
 }
 

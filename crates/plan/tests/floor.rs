@@ -116,6 +116,13 @@ fn warm_start() -> LoadedRun {
     )
 }
 
+/// 1 GB/s and 100 µs a request: a.so 0-255 costs 100 + 1048.576 µs, a.so
+/// 1000 costs 100 + 4.096 µs, b.so 0-511 costs 100 + 2097.152 µs.
+const GIGABYTE_DEVICE: Device = Device {
+    bandwidth_bytes_s: 1e9,
+    request_s: 100e-6,
+};
+
 /// Within a nanosecond: the model sums seconds as floating point.
 fn close(got: i64, want: i64) -> bool {
     (got - want).abs() <= 1
@@ -123,34 +130,30 @@ fn close(got: i64, want: i64) -> bool {
 
 #[test]
 fn the_floor_reads_what_the_start_uses_in_the_order_it_uses_it() {
-    // 1 GB/s and 100 µs a request: a.so 0-255 costs 100 + 1048.576 µs,
-    // a.so 1000 costs 100 + 4.096 µs, b.so 0-511 costs 100 + 2097.152 µs.
-    let device = Device {
-        bandwidth_bytes_s: 1e9,
-        request_s: 100e-6,
-    };
-    let floor = predict(&the_plan(), &warm_start(), device);
+    let floor = predict(&the_plan(), &warm_start(), GIGABYTE_DEVICE);
     // Perfect order: b.so first (used at 500 µs), arriving at 2197.152 µs,
     // 1697.152 µs late; then a.so 0-255 (used at 1000 µs), arriving at
     // 3345.728 µs, 2345.728 µs late. a.so 1000 is never used before ready.
-    assert!(close(floor.held_back_ns, 2_345_728), "{floor:?}");
-    assert_eq!(floor.latest_extent, Some(0));
-    assert!(close(floor.floor_ns, 10_000_000 + 2_345_728), "{floor:?}");
+    assert!(close(floor.mapped.held_back_ns, 2_345_728), "{floor:?}");
+    assert_eq!(floor.mapped.latest_extent, Some(0));
+    assert!(
+        close(floor.mapped.floor_ns, 10_000_000 + 2_345_728),
+        "{floor:?}"
+    );
     assert_eq!(floor.reference_ns, 10_000_000);
-    assert_eq!((floor.extents_used, floor.extents), (2, 3));
+    assert_eq!((floor.mapped.extents_used, floor.extents), (2, 3));
     // The plan's order: a.so 0-255 arrives at 1148.576 µs (148.576 late),
     // a.so 1000 at 1252.672 µs, b.so at 3449.824 µs (2949.824 late).
-    assert!(close(floor.held_back_plan_order_ns, 2_949_824), "{floor:?}");
+    assert!(
+        close(floor.mapped.held_back_plan_order_ns, 2_949_824),
+        "{floor:?}"
+    );
     assert!(close(floor.plan_read_ns, 3_449_824), "{floor:?}");
 }
 
 #[test]
 fn pages_only_fault_around_mapped_are_left_out_of_the_demanded_floor() {
-    let device = Device {
-        bandwidth_bytes_s: 1e9,
-        request_s: 100e-6,
-    };
-    let floor = predict(&the_plan(), &warm_start(), device);
+    let floor = predict(&the_plan(), &warm_start(), GIGABYTE_DEVICE);
     // b.so page 10 was only mapped (at 500 µs): counting demanded pages,
     // the start uses a.so 0-255 alone (its fault at 1000 µs). Read first,
     // in either order, it arrives at 1148.576 µs: 148.576 µs late.
@@ -165,7 +168,7 @@ fn pages_only_fault_around_mapped_are_left_out_of_the_demanded_floor() {
         "{floor:?}"
     );
     // Mappings counted as uses, b.so makes both orders later.
-    assert!(floor.held_back_ns > floor.demanded.held_back_ns);
+    assert!(floor.mapped.held_back_ns > floor.demanded.held_back_ns);
 }
 
 #[test]
@@ -177,7 +180,7 @@ fn a_device_fast_enough_holds_nothing_back() {
         request_s: 1e-6,
     };
     let floor = predict(&the_plan(), &warm_start(), device);
-    assert_eq!(floor.held_back_ns, 0);
-    assert_eq!(floor.latest_extent, None);
-    assert_eq!(floor.floor_ns, floor.reference_ns);
+    assert_eq!(floor.mapped.held_back_ns, 0);
+    assert_eq!(floor.mapped.latest_extent, None);
+    assert_eq!(floor.mapped.floor_ns, floor.reference_ns);
 }

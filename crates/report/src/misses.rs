@@ -187,13 +187,13 @@ pub fn render_floor(floor: &coldstart_plan::floor::Floor) -> String {
          by {:.1} ms; the start used {} of them; read in the plan's own order it would wait {:.1} ms",
         floor.device.bandwidth_bytes_s / 1e6,
         floor.device.request_s * 1e6,
-        ms(floor.floor_ns),
+        ms(floor.mapped.floor_ns),
         ms(floor.reference_ns),
-        ms(floor.held_back_ns),
+        ms(floor.mapped.held_back_ns),
         thousands(floor.extents as u64),
         ms(floor.plan_read_ns),
-        thousands(floor.extents_used as u64),
-        ms(floor.held_back_plan_order_ns),
+        thousands(floor.mapped.extents_used as u64),
+        ms(floor.mapped.held_back_plan_order_ns),
     );
     let _ = writeln!(
         out,
