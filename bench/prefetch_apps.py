@@ -39,7 +39,8 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import ReadAhead, build_coldstart, ensure_installed, read_ahead_settings
+from benchlib import (ReadAhead, build_coldstart, ensure_installed, firefox_profile,
+                      read_ahead_settings)
 
 MIN_GAP_CLOSED = 0.80
 MAX_READ_OVER_TOUCHED = 1.2
@@ -51,7 +52,7 @@ LEAD_KB = 16384
 
 def programs(work):
     """name -> (argv, ready-regex or None, packages to install)."""
-    ff_profile = os.path.join(work, "firefox-profile")
+    ff_profile = firefox_profile(os.path.join(work, "firefox-profile"))
     chrome_dir = os.path.join(work, "chromium-data")
     text = os.path.join(work, "letter.txt")
     out_dir = os.path.join(work, "pdf")
