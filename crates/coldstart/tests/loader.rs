@@ -610,7 +610,12 @@ struct Figure {
 /// those starts agreed as closely as ever) exceeds that, so every start is
 /// held only to ld.so's own spread above. The corrected start is not the
 /// figure to compare (up to 7% short here): ld.so's clock counts the
-/// probes' cost too.
+/// probes' cost too. A probe trap that waits (an interrupt, the host)
+/// only lengthens a traced window, and did so once in a later suite run:
+/// relocation +63 µs in one of 4 starts, the others within 2 µs. So no
+/// start may be short by more than its bound, but one start may be long up
+/// to ld.so's own spread; a traced window that is wrong lies out in every
+/// start.
 fn check_agreement(starts: &[(TracedStart, LoaderStatistics)], ticks_per_ns: f64) {
     let ns = |cycles: u64| (cycles as f64 / ticks_per_ns) as i64;
     let phase = Bound {
@@ -672,20 +677,35 @@ fn check_agreement(starts: &[(TracedStart, LoaderStatistics)], ticks_per_ns: f64
         let from_ld: Vec<i64> = starts.iter().map(|(_, l)| ns((figure.ld)(l))).collect();
         let spread = from_ld.iter().max().unwrap() - from_ld.iter().min().unwrap();
         let mut closest_excess = i64::MAX;
+        let mut over = Vec::new();
         for ((traced, _), &ld) in starts.iter().zip(&from_ld) {
             let difference = (figure.traced)(traced) - ld;
             let low = -figure.short.of(ld).min(spread);
             let high = figure.over_each.map_or(spread, |b| b.of(ld).min(spread));
             assert!(
-                (low..=high).contains(&difference),
+                (low..=spread.max(high)).contains(&difference),
                 "{} of pid {}: traced {} ns, ld.so {ld} ns: {difference:+} ns, outside \
-                 {low:+} to {high:+} ns (spread of ld.so's figure {spread} ns)\n{shown}",
+                 {low:+} to {:+} ns (spread of ld.so's figure {spread} ns)\n{shown}",
                 figure.name,
                 traced.pid,
-                (figure.traced)(traced)
+                (figure.traced)(traced),
+                spread.max(high)
             );
+            if difference > high {
+                over.push(format!(
+                    "pid {}: {difference:+} ns, over {high:+} ns",
+                    traced.pid
+                ));
+            }
             closest_excess = closest_excess.min(difference - figure.over_best.of(ld));
         }
+        assert!(
+            over.len() <= 1,
+            "{} longer than ld.so's in {} starts (spread of ld.so's figure {spread} ns): {}\n{shown}",
+            figure.name,
+            over.len(),
+            over.join("; ")
+        );
         assert!(
             closest_excess <= 0,
             "{}: in no start within {}% + {} ns of ld.so's figure\n{shown}",
