@@ -52,7 +52,7 @@ LEAD_KB = 16384
 
 def programs(work):
     """name -> (argv, ready-regex or None, packages to install)."""
-    ff_profile = firefox_profile(os.path.join(work, "firefox-profile"))
+    ff_profile = os.path.join(work, "firefox-profile")
     chrome_dir = os.path.join(work, "chromium-data")
     text = os.path.join(work, "letter.txt")
     out_dir = os.path.join(work, "pdf")
@@ -205,6 +205,8 @@ def main():
         argv, _, dirs = table[name]
         for d in dirs:
             os.makedirs(d, exist_ok=True)
+        if name == "firefox":
+            firefox_profile(dirs[0])
         print(f"== {name}: seed traces", file=sys.stderr)
         db, seed_plan, touched = seed(coldstart, work, name, argv, args.traces)
         for ra in settings:
