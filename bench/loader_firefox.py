@@ -38,8 +38,9 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import build_coldstart, describe, ensure_installed, median_ci95, timed
-from trace_firefox import FIREFOX, firefox_argv, machine
+from benchlib import (FIREFOX, build_coldstart, describe, ensure_installed, firefox_argv,
+                      median_ci95, timed)
+from trace_firefox import machine
 
 MAX_OVERHEAD = 1.05
 

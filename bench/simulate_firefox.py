@@ -22,7 +22,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import build_coldstart, ensure_installed, firefox_profile  # noqa: E402
+from benchlib import build_coldstart, ensure_installed, firefox_argv  # noqa: E402
 
 LIBXUL = "/usr/lib/firefox-esr/libxul.so"
 
@@ -39,9 +39,7 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="coldstart-simulate-")
     os.makedirs(work, exist_ok=True)
     db = os.path.join(work, "ff.db")
-    profile = firefox_profile(os.path.join(work, "firefox-profile"))
-    firefox = ["/usr/bin/firefox-esr", "--headless", "--no-remote", "--profile", profile,
-               "--screenshot", os.path.join(work, "shot.png"), "about:blank"]
+    firefox = firefox_argv(work)
     # The first start creates Firefox's profile; it is not measured.
     subprocess.run(firefox, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     runs = {0: [], 128: [], 8192: []}

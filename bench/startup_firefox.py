@@ -23,9 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import build_coldstart, ensure_installed, firefox_profile
+from benchlib import FIREFOX, build_coldstart, ensure_installed, firefox_argv
 
-FIREFOX = "/usr/bin/firefox-esr"
 MIN_COLD_OVER_WARM = 1.3
 
 
@@ -40,9 +39,7 @@ def main():
     coldstart = build_coldstart()
     work = args.keep or tempfile.mkdtemp(prefix="coldstart-ff-")
     os.makedirs(work, exist_ok=True)
-    profile_dir = firefox_profile(os.path.join(work, "firefox-profile"))
-    argv = [FIREFOX, "--headless", "--no-remote", "--profile", profile_dir,
-            "--screenshot", os.path.join(work, "shot.png"), "about:blank"]
+    argv = firefox_argv(work)
     # Firefox's first start in a new profile creates it: not a start to time.
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -28,18 +28,11 @@ import subprocess
 import sys
 import tempfile
 
-from benchlib import (build_coldstart, describe, ensure_installed, firefox_profile, median_ci95,
-                      timed)
+from benchlib import (FIREFOX, build_coldstart, describe, ensure_installed, firefox_argv,
+                      median_ci95, timed)
 
-FIREFOX = "/usr/bin/firefox-esr"
 MAX_OVERHEAD = 1.03
 MAX_REPORT_SECONDS = 1.0
-
-
-def firefox_argv(work):
-    profile = firefox_profile(os.path.join(work, "firefox-profile"))
-    return [FIREFOX, "--headless", "--no-remote", "--profile", profile,
-            "--screenshot", os.path.join(work, "shot.png"), "about:blank"]
 
 
 def trace(coldstart, db, cache, argv, extra=()):
