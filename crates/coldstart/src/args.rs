@@ -771,17 +771,18 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = coldstart_plan::compile::DEFAULT_MIN_FRACTION, value_name = "F")]
     pub min_fraction: f64,
 
-    /// Merge extents of a file whose gap is at most this [default: 16, or measured
+    /// Merge extents of a file whose gap is at most this [default: 8, or measured
     /// with --calibrate]
     #[arg(long, value_name = "KB")]
     pub merge_gap_kb: Option<u64>,
 
     /// Measure the device's cost of one more request against its bandwidth, on the
-    /// plan's largest file (evicts it; root or the file's owner), and merge by that
+    /// plan's largest file, reading as `coldstart run` does (evicts it; root or the
+    /// file's owner), and merge by that
     #[arg(long, conflicts_with = "merge_gap_kb")]
     pub calibrate: bool,
 
-    /// Reads in flight for --calibrate: the --threads `coldstart run` will use
+    /// Threads asking for the reads of --calibrate: the --threads `coldstart run` will use
     /// [default: the CPUs, from 2 to 8]
     #[arg(long, value_name = "N", requires = "calibrate")]
     pub threads: Option<usize>,

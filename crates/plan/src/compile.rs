@@ -35,15 +35,17 @@ const _: () = assert!(FORMAT_VERSION == 2);
 pub const DEFAULT_MIN_FRACTION: f64 = 0.25;
 
 /// Extents of a file at most this many bytes apart are merged into one
-/// read. Measured on this project's machine kind (virtio disk, 2 CPUs)
-/// with `plan --calibrate` on libxul.so, three times each: with 2 reads in
-/// flight (`run`'s default threads there) a cold 4 KiB read cost 21 µs of
-/// the device's time and sequential reads ran at 0.8-2.2 GB/s, so one more
-/// request costs as much as reading 16-44 KiB more; with 8 in flight, 15-19
-/// µs and 8-28 KiB. The low end is taken: every merged gap is read for
-/// nothing, and the time measured on Firefox ESR did not tell 0, 16 and 64
-/// KiB apart.
-pub const DEFAULT_MERGE_GAP_BYTES: u64 = 16 << 10;
+/// read. Measured on this project's machine kind (virtio disk, 2 CPUs) with
+/// `plan --calibrate` on libxul.so, as the replay reads (readahead(2) on 2
+/// threads, the queue full), three times at read_ahead_kb 128 and 8192: one
+/// more request cost 8.0-12.2 µs of the device's time and a byte more ran
+/// at 815-897 MB/s, so a request is worth 7.0-10.1 KB of reading. The
+/// replay agreed: Firefox ESR's seed plan merged at 0, 4, 8, 16 and 32 KiB
+/// (83-107 MB, 3,196-1,007 extents) prefilled in the same 148-169 ms, and
+/// merged at 256 KiB (164 MB) in 221-226 ms. (With two reads in flight, as
+/// the calibration measured at first, a request cost 21-78 µs and this was
+/// 16 KiB: 7% more bytes for Firefox's plan, for nothing.)
+pub const DEFAULT_MERGE_GAP_BYTES: u64 = 8 << 10;
 
 /// Extents longer than this many bytes are split, so one read does not
 /// hold back the extents needed after it.
@@ -687,9 +689,9 @@ mod tests {
 
     #[test]
     fn the_byte_defaults_are_whole_pages_of_any_size() {
-        // 16 KiB gap and 4 MiB extents: 4 and 1024 pages of 4 KiB, 1 and
+        // 8 KiB gap and 4 MiB extents: 2 and 1024 pages of 4 KiB, 0 and
         // 256 of 16 KiB, 0 and 64 of 64 KiB.
-        for (page_size, gap, extent) in [(4096, 4, 1024), (16384, 1, 256), (65536, 0, 64)] {
+        for (page_size, gap, extent) in [(4096, 2, 1024), (16384, 0, 256), (65536, 0, 64)] {
             let options = CompileOptions::for_page_size(page_size);
             assert_eq!(
                 (options.merge_gap_pages, options.max_extent_pages),
@@ -701,7 +703,7 @@ mod tests {
         let default = CompileOptions::default();
         assert_eq!(
             (default.merge_gap_pages, default.max_extent_pages),
-            (4, 1024)
+            (2, 1024)
         );
         // An extent is at least one page, however large the pages.
         assert_eq!(CompileOptions::for_page_size(8 << 20).max_extent_pages, 1);

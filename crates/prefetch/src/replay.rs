@@ -578,7 +578,7 @@ pub fn pieces(offset: u64, len: u64, cap: u64) -> impl Iterator<Item = (u64, u64
 }
 
 /// Asks for `[offset, offset + len)` of `file` by `method`.
-fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub(crate) fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::Result<()> {
     let fd = file.as_raw_fd();
     match method {
         Method::Readahead | Method::WholeFile | Method::Fadvise => {

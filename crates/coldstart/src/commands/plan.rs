@@ -62,12 +62,17 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         )
         .with_context(|| format!("calibrating on {largest}"))?;
         output::step(&format!(
-            "coldstart plan: a cold 4 KiB read takes {:.0} µs alone and {:.0} µs of the device's time \
-             with {} in flight; sequential reads run at {:.0} MB/s: extents closer than {} are merged",
+            "coldstart plan: a cold 4 KiB read takes {:.0} µs alone; with the queue full, as the \
+             replay keeps it, a read costs {:.1} µs more and {:.0} MB/s ({} scattered reads of 4 KiB \
+             took {:.1} µs each, {} of {} {:.1} µs): extents closer than {} are merged",
             measured.latency_us,
             measured.request_us,
-            measured.threads,
             measured.bandwidth_mb_s,
+            measured.small_reads,
+            measured.small_read_us,
+            measured.large_reads,
+            human_bytes(measured.large_read_bytes),
+            measured.large_read_us,
             human_bytes(measured.merge_gap_bytes)
         ));
         options.merge_gap_pages = measured.merge_gap_bytes / page_size;
