@@ -141,7 +141,7 @@ pub fn calibrate(path: &Path, threads: usize) -> io::Result<Calibration> {
 /// bytes taking `small_s` and one of `large` bytes taking `large_s`: the
 /// request time in seconds (not below 0) and the bandwidth in bytes per
 /// second. None when the larger read was not the slower one.
-pub fn fit(small_s: f64, small: u64, large_s: f64, large: u64) -> Option<(f64, f64)> {
+fn fit(small_s: f64, small: u64, large_s: f64, large: u64) -> Option<(f64, f64)> {
     let per_byte = (large_s - small_s) / large.checked_sub(small).filter(|&d| d > 0)? as f64;
     if !(per_byte > 0.0 && per_byte.is_finite()) {
         return None;
