@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """How a plan is served, compared on cold starts: the same plan through
-`coldstart-run` with today's defaults, with `--no-read-around`, read first
+`coldstart-run` with today's defaults, with `--no-read-around`, with no bound
+on the reads in flight (`--window-kb 0`), read first
 (`--wait`), with a head start (`--lead-kb`), on 8 threads, and by pread on 8
 threads, each timed by `coldstart bench` interleaved run by run with the
 plain cold and warm start.
@@ -10,7 +11,7 @@ It takes the plans `bench/prefetch_apps.py --keep DIR` left in DIR
 so it measures the serving, not the planning:
 
     sudo bench/prefetch_variants.py --dir DIR [--only firefox] [--read-ahead-kb 128]
-        [--runs N] [--coldstart BIN]
+        [--runs N] [--variant "plan, no read-around" ...] [--coldstart BIN]
 
 Prints one Markdown table per program and setting, with "gap closed" =
 (cold - variant) / (cold - warm) for each variant. Every read_ahead_kb set
@@ -30,6 +31,7 @@ LEAD_KB = 32768
 VARIANTS = [
     ("plan", []),
     ("plan, no read-around", ["--no-read-around"]),
+    ("plan, no window", ["--window-kb", "0"]),
     ("plan, wait", ["--wait"]),
     (f"plan, lead {LEAD_KB // 1024} MiB", ["--lead-kb", str(LEAD_KB)]),
     ("plan, 8 threads", ["--threads", "8"]),
@@ -37,7 +39,7 @@ VARIANTS = [
 ]
 
 
-def measure(coldstart, work, name, argv, ra, runs):
+def measure(coldstart, work, name, argv, ra, runs, variants):
     plan = os.path.join(work, f"{name}-ra{ra}.plan")
     if not os.path.exists(plan):
         sys.exit(f"{plan}: no plan; run bench/prefetch_apps.py --keep {work} first")
@@ -46,7 +48,7 @@ def measure(coldstart, work, name, argv, ra, runs):
     out_json = os.path.join(work, f"{name}-ra{ra}-variants.json")
     command = [coldstart, "bench", "--as-root", "--cache", "warm,cold", "-n", str(runs),
                "--name", name]
-    for label, flags in VARIANTS:
+    for label, flags in variants:
         command += ["--vs", " ".join([wrapper, *flags, "--plan", plan, "--", quoted]),
                     "--name", label]
     run(command + ["--json", out_json, "--", *argv], stdout=sys.stderr)
@@ -60,7 +62,7 @@ def measure(coldstart, work, name, argv, ra, runs):
              f"| {name}, warm | {warm:.0f} | | | |",
              f"| {name}, cold | {cold:.0f} | | 0% | "
              f"{by[f'{name} (cold)']['read_bytes_median'] / 2**20:.1f} MiB |"]
-    for label, _ in VARIANTS:
+    for label, _ in variants:
         v = by[f"{label} (cold)"]
         closed = (cold - v["wall_ms"]["median"]) / (cold - warm) if cold > warm else float("nan")
         ci = v["wall_ms"]["ci95"]
@@ -78,8 +80,11 @@ def main():
     parser.add_argument("--read-ahead-kb", type=int, action="append",
                         help="settings to measure at [default: 128 and the device's own]")
     parser.add_argument("--only", action="append", help="firefox, libreoffice or chromium")
+    parser.add_argument("--variant", action="append", choices=[label for label, _ in VARIANTS],
+                        help="measure only these variants (repeat it) [default: all]")
     parser.add_argument("--coldstart", help="coldstart binary (default: build it)")
     args = parser.parse_args()
+    variants = [v for v in VARIANTS if not args.variant or v[0] in args.variant]
     if os.geteuid() != 0:
         sys.exit("run as root (sudo): cold starts drop the page cache")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -92,7 +97,7 @@ def main():
             os.makedirs(d, exist_ok=True)
         for ra in settings:
             with ReadAhead(None if str(ra) == device else ra):
-                print(measure(coldstart, args.dir, name, argv, ra, args.runs) + "\n")
+                print(measure(coldstart, args.dir, name, argv, ra, args.runs, variants) + "\n")
     return 0
 
 

@@ -129,6 +129,31 @@ pub const LEAD: Flag = Flag {
     },
 };
 
+/// The most --window-kb accepts: 1 GiB.
+pub const MAX_WINDOW_KB: u64 = 1 << 20;
+
+/// --window-kb's default, as its help text shows it.
+pub const DEFAULT_WINDOW_KB: &str = "2048";
+
+const _: () = assert!(replay::DEFAULT_WINDOW_BYTES == 2048 * 1024);
+
+pub const WINDOW: Flag = Flag {
+    long: "window-kb",
+    short: None,
+    value_name: Some("KB"),
+    help: "Keep at most this much of the plan requested from the device and not yet read, so that a page the program misses is not read after the rest of the plan (0: no bound)",
+    default: Some(DEFAULT_WINDOW_KB),
+    choices: &[],
+    set: |flags, value| {
+        let kb = value.to_str().and_then(|text| text.parse().ok());
+        flags.window_kb = Some(
+            kb.filter(|n| *n <= MAX_WINDOW_KB)
+                .ok_or(format!("not a number from 0 to {MAX_WINDOW_KB}"))?,
+        );
+        Ok(())
+    },
+};
+
 pub const NO_READ_AROUND: Flag = Flag {
     long: "no-read-around",
     short: None,
@@ -143,11 +168,12 @@ pub const NO_READ_AROUND: Flag = Flag {
 };
 
 /// Every flag, in the order help lists them.
-pub const ALL: [&Flag; 7] = [
+pub const ALL: [&Flag; 8] = [
     &PLAN,
     &THREADS,
     &METHOD,
     &LEAD,
+    &WINDOW,
     &NO_READ_AROUND,
     &WAIT,
     &VERBOSE,
@@ -174,54 +200,42 @@ pub struct LaunchFlags {
     pub threads: Option<usize>,
     pub method: Option<Method>,
     pub lead_kb: Option<u64>,
+    pub window_kb: Option<u64>,
     pub wait: bool,
     pub verbose: bool,
     pub no_read_around: bool,
 }
 
 impl LaunchFlags {
-    /// The launch these flags ask for, or the message for a missing --plan.
+    /// The launch that both binaries start, or the message for a missing
+    /// --plan. Threads default to the CPUs (`replay::default_threads`);
+    /// values beyond what coldstart-run accepts, which `coldstart run`
+    /// clamps, are clamped here too.
     pub fn launch(self) -> Result<Launch, String> {
         let plan = self.plan.ok_or(format!(
             "--{} {} is required",
             PLAN.long,
             PLAN.value_name.unwrap_or_default()
         ))?;
-        Ok(launch(
+        let window_bytes = match self.window_kb {
+            Some(kb) => kb.min(MAX_WINDOW_KB) * 1024,
+            None => replay::DEFAULT_WINDOW_BYTES,
+        };
+        Ok(Launch {
             plan,
-            self.threads,
-            self.method.unwrap_or(DEFAULT_METHOD),
-            self.lead_kb.unwrap_or(0),
-            self.wait,
-            self.verbose,
-            self.no_read_around,
-        ))
-    }
-}
-
-/// The launch that both binaries start: threads default to the CPUs
-/// (`replay::default_threads`), and beyond 1 to 256 are clamped.
-pub fn launch(
-    plan: PathBuf,
-    threads: Option<usize>,
-    method: Method,
-    lead_kb: u64,
-    wait: bool,
-    verbose: bool,
-    no_read_around: bool,
-) -> Launch {
-    Launch {
-        plan,
-        lead_bytes: lead_kb.min(MAX_LEAD_KB) * 1024,
-        replay: ReplayOptions {
-            threads: threads
-                .unwrap_or_else(replay::default_threads)
-                .clamp(*THREAD_COUNTS.start(), *THREAD_COUNTS.end()),
-            method,
-        },
-        wait,
-        verbose,
-        no_read_around,
+            lead_bytes: self.lead_kb.unwrap_or(0).min(MAX_LEAD_KB) * 1024,
+            replay: ReplayOptions {
+                threads: self
+                    .threads
+                    .unwrap_or_else(replay::default_threads)
+                    .clamp(*THREAD_COUNTS.start(), *THREAD_COUNTS.end()),
+                method: self.method.unwrap_or(DEFAULT_METHOD),
+                window_bytes,
+            },
+            wait: self.wait,
+            verbose: self.verbose,
+            no_read_around: self.no_read_around,
+        })
     }
 }
 
@@ -244,6 +258,7 @@ mod tests {
             Some(Method::WholeFile)
         );
         assert_eq!(parsed(&LEAD, "8192").unwrap().lead_kb, Some(8192));
+        assert_eq!(parsed(&WINDOW, "0").unwrap().window_kb, Some(0));
         assert!(parsed(&WAIT, "").unwrap().wait);
         assert!(parsed(&VERBOSE, "").unwrap().verbose);
         assert!(parsed(&NO_READ_AROUND, "").unwrap().no_read_around);
@@ -260,6 +275,10 @@ mod tests {
         for lead in ["-1", "1048577", "lots", ""] {
             assert_eq!(
                 parsed(&LEAD, lead).unwrap_err(),
+                "not a number from 0 to 1048576"
+            );
+            assert_eq!(
+                parsed(&WINDOW, lead).unwrap_err(),
                 "not a number from 0 to 1048576"
             );
         }
@@ -286,18 +305,24 @@ mod tests {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
         assert_eq!(defaults.replay.threads, cpus.clamp(2, 8));
         assert!(!defaults.wait && !defaults.verbose && !defaults.no_read_around);
-        // `coldstart run` clamps what coldstart-run refuses.
         assert_eq!(defaults.lead_bytes, 0);
-        let clamped = launch(
-            "a.plan".into(),
-            Some(1000),
-            Method::Pread,
-            4096,
-            true,
-            false,
-            true,
-        );
+        assert_eq!(defaults.replay.window_bytes, 2 << 20);
+        assert_eq!(WINDOW.default, Some("2048"));
+        // `coldstart run` clamps what coldstart-run refuses.
+        let clamped = LaunchFlags {
+            plan: Some("a.plan".into()),
+            threads: Some(1000),
+            method: Some(Method::Pread),
+            lead_kb: Some(4096),
+            window_kb: Some(u64::MAX),
+            wait: true,
+            verbose: false,
+            no_read_around: true,
+        }
+        .launch()
+        .unwrap();
         assert_eq!(clamped.replay.threads, 256);
         assert_eq!(clamped.lead_bytes, 4 << 20);
+        assert_eq!(clamped.replay.window_bytes, 1 << 30);
     }
 }

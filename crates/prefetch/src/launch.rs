@@ -276,10 +276,19 @@ fn tell(plan_path: &Path, plan: &Plan, report: &ReplayReport, verbose: bool) {
             eprintln!("{NAME}: {e}");
         }
         eprintln!(
-            "{NAME}: {} by {} on {} threads in {:.1} ms: {} of {} extents requested ({:.1} MiB), {} already resident, {} files opened{}{}",
+            "{NAME}: {} by {} on {} threads{} in {:.1} ms: {} of {} extents requested ({:.1} MiB), {} already resident, {} files opened{}{}",
             plan_path.display(),
             report.method.as_str(),
             report.threads,
+            if report.window_bytes > 0 {
+                format!(
+                    ", at most {} KiB in flight ({} waits)",
+                    report.window_bytes / 1024,
+                    report.waits
+                )
+            } else {
+                String::new()
+            },
             report.elapsed_ms,
             report.extents_requested,
             plan.extents.len(),

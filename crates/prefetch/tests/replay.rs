@@ -46,7 +46,11 @@ fn plan(files: Vec<PlanFile>, extents: &[(usize, u64, u64)]) -> Plan {
 }
 
 fn options(method: Method) -> ReplayOptions {
-    ReplayOptions { threads: 4, method }
+    ReplayOptions {
+        threads: 4,
+        method,
+        window_bytes: 0,
+    }
 }
 
 #[test]
@@ -79,6 +83,60 @@ fn each_extent_method_makes_exactly_the_planned_pages_resident() {
         assert_eq!(report.extents_requested, 4);
         assert_eq!(report.bytes_requested, 29 * PAGE);
         assert!(report.errors.is_empty(), "{:?}", report.errors);
+    }
+}
+
+#[test]
+fn a_window_waits_for_its_oldest_reads_and_reads_nothing_beyond_the_plan() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    for method in [Method::Readahead, Method::Fadvise] {
+        let a = cold_file(dir.path(), "a", 2048);
+        // 64 extents of 4 pages, 32 pages apart; a window of two of them on
+        // one thread.
+        let extents: Vec<(usize, u64, u64)> = (0..64).map(|i| (0, i * 32, 4)).collect();
+        let plan = plan(vec![a.clone()], &extents);
+        let options = ReplayOptions {
+            threads: 1,
+            method,
+            window_bytes: 8 * PAGE,
+        };
+        let report = replay(&plan, &options, &AtomicBool::new(false));
+        // Each request beyond the first two waited for the oldest, so when
+        // the replay returns every extent but the last two has been read,
+        // with no settling.
+        let now = resident(&a.path);
+        let waited: Vec<u64> = (0..62).flat_map(|i| i * 32..i * 32 + 4).collect();
+        assert!(
+            waited.iter().all(|p| now.contains(p)),
+            "{method:?}: not yet resident: {:?}",
+            waited
+                .iter()
+                .filter(|p| !now.contains(p))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(report.waits, 62, "{method:?}");
+        assert_eq!(report.window_bytes, 8 * PAGE);
+        // Waiting read nothing the plan does not name.
+        let planned: Vec<u64> = (0..64).flat_map(|i| i * 32..i * 32 + 4).collect();
+        assert_eq!(settled(&a.path, &planned), planned, "{method:?}");
+    }
+}
+
+#[test]
+fn the_peers_and_the_waiting_methods_keep_no_window() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let a = cold_file(dir.path(), "a", 64);
+    let plan = plan(vec![a.clone()], &[(0, 0, 4), (0, 8, 4), (0, 16, 4)]);
+    for method in [Method::Pread, Method::Populate, Method::WholeFile] {
+        let options = ReplayOptions {
+            threads: 1,
+            method,
+            window_bytes: PAGE,
+        };
+        let report = replay(&plan, &options, &AtomicBool::new(false));
+        assert_eq!((report.waits, report.window_bytes), (0, 0), "{method:?}");
     }
 }
 

@@ -40,6 +40,15 @@ pub struct PrefetchArgs {
     )]
     pub lead_kb: u64,
 
+    #[arg(
+        long = flags::WINDOW.long,
+        value_name = flags::WINDOW.value_name,
+        help = flags::WINDOW.help,
+        default_value = flags::WINDOW.default,
+        value_parser = clap::value_parser!(u64).range(0..=flags::MAX_WINDOW_KB)
+    )]
+    pub window_kb: u64,
+
     #[arg(long = flags::NO_READ_AROUND.long, help = flags::NO_READ_AROUND.help)]
     pub no_read_around: bool,
 
@@ -53,15 +62,18 @@ pub struct PrefetchArgs {
 impl PrefetchArgs {
     /// The launch these flags ask for; threads beyond 1 to 256 are clamped.
     pub fn launch(&self) -> Launch {
-        flags::launch(
-            self.plan.clone(),
-            self.threads,
-            self.method,
-            self.lead_kb,
-            self.wait,
-            self.verbose,
-            self.no_read_around,
-        )
+        flags::LaunchFlags {
+            plan: Some(self.plan.clone()),
+            threads: self.threads,
+            method: Some(self.method),
+            lead_kb: Some(self.lead_kb),
+            window_kb: Some(self.window_kb),
+            wait: self.wait,
+            verbose: self.verbose,
+            no_read_around: self.no_read_around,
+        }
+        .launch()
+        .expect("clap requires --plan")
     }
 }
 
