@@ -67,6 +67,11 @@ pub struct LauncherScript<'a> {
     pub command: &'a [OsString],
     pub threads: Option<usize>,
     pub method: Method,
+    /// --lead-kb, --window-kb and --no-read-around as given; each is
+    /// written only when it is not the default.
+    pub lead_kb: u64,
+    pub window_kb: u64,
+    pub no_read_around: bool,
 }
 
 /// The text of a shell script that starts `script.command` through the
@@ -91,6 +96,15 @@ pub fn launcher_script(script: &LauncherScript<'_>) -> Result<String, Unquotable
     }
     if script.method != Method::Readahead {
         options.push_str(&format!(" --method {}", script.method.as_str()));
+    }
+    if script.lead_kb != 0 {
+        options.push_str(&format!(" --lead-kb {}", script.lead_kb));
+    }
+    if script.window_kb * 1024 != crate::replay::DEFAULT_WINDOW_BYTES {
+        options.push_str(&format!(" --window-kb {}", script.window_kb));
+    }
+    if script.no_read_around {
+        options.push_str(" --no-read-around");
     }
     Ok(format!(
         "#!/bin/sh\n\
@@ -132,6 +146,9 @@ mod tests {
             command: &command,
             threads: Some(4),
             method: Method::Readahead,
+            lead_kb: 0,
+            window_kb: 2048,
+            no_read_around: false,
         })
         .unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -143,6 +160,41 @@ mod tests {
             "    exec \"$launcher\" run --plan \"$plan\" --threads 4 -- /usr/bin/app \"it's\" \"$@\""
         );
         assert_eq!(lines[9], "exec /usr/bin/app \"it's\" \"$@\"");
+    }
+
+    #[test]
+    fn flags_other_than_the_defaults_are_written_into_the_script() {
+        let wrapper = Wrapper {
+            path: PathBuf::from("/bin/coldstart-run"),
+            subcommand: "",
+        };
+        let command = [OsString::from("/app")];
+        let line = |lead_kb, window_kb, no_read_around, method| {
+            launcher_script(&LauncherScript {
+                wrapper: &wrapper,
+                plan: Path::new("/p.plan"),
+                command: &command,
+                threads: None,
+                method,
+                lead_kb,
+                window_kb,
+                no_read_around,
+            })
+            .unwrap()
+            .lines()
+            .nth(7)
+            .unwrap()
+            .to_string()
+        };
+        assert_eq!(
+            line(0, 2048, false, Method::Readahead),
+            "    exec \"$launcher\" --plan \"$plan\" -- /app \"$@\""
+        );
+        assert_eq!(
+            line(4096, 0, true, Method::Fadvise),
+            "    exec \"$launcher\" --plan \"$plan\" --method fadvise --lead-kb 4096 \
+             --window-kb 0 --no-read-around -- /app \"$@\""
+        );
     }
 
     #[test]

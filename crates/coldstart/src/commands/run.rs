@@ -29,6 +29,9 @@ fn write_launcher(args: &RunArgs, path: &Path) -> anyhow::Result<ExitCode> {
         command: &args.program.command,
         threads: args.prefetch.threads,
         method: args.prefetch.method,
+        lead_kb: args.prefetch.lead_kb,
+        window_kb: args.prefetch.window_kb,
+        no_read_around: args.prefetch.no_read_around,
     })?;
     std::fs::write(path, script).with_context(|| format!("cannot write {}", path.display()))?;
     use std::os::unix::fs::PermissionsExt;
