@@ -109,6 +109,15 @@ pub const VERBOSE: Flag = Flag {
     },
 };
 
+/// A size in KiB from 0 to `max`, or what is wrong with it.
+fn kilobytes(value: &OsStr, max: u64) -> Result<u64, String> {
+    value
+        .to_str()
+        .and_then(|text| text.parse().ok())
+        .filter(|n| *n <= max)
+        .ok_or(format!("not a number from 0 to {max}"))
+}
+
 /// The most --lead-kb accepts: 1 GiB.
 pub const MAX_LEAD_KB: u64 = 1 << 20;
 
@@ -120,11 +129,7 @@ pub const LEAD: Flag = Flag {
     default: Some("0"),
     choices: &[],
     set: |flags, value| {
-        let kb = value.to_str().and_then(|text| text.parse().ok());
-        flags.lead_kb = Some(
-            kb.filter(|n| *n <= MAX_LEAD_KB)
-                .ok_or(format!("not a number from 0 to {MAX_LEAD_KB}"))?,
-        );
+        flags.lead_kb = Some(kilobytes(value, MAX_LEAD_KB)?);
         Ok(())
     },
 };
@@ -145,11 +150,7 @@ pub const WINDOW: Flag = Flag {
     default: Some(DEFAULT_WINDOW_KB),
     choices: &[],
     set: |flags, value| {
-        let kb = value.to_str().and_then(|text| text.parse().ok());
-        flags.window_kb = Some(
-            kb.filter(|n| *n <= MAX_WINDOW_KB)
-                .ok_or(format!("not a number from 0 to {MAX_WINDOW_KB}"))?,
-        );
+        flags.window_kb = Some(kilobytes(value, MAX_WINDOW_KB)?);
         Ok(())
     },
 };
