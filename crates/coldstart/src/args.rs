@@ -291,7 +291,8 @@ fn parse_limit(text: &str) -> Result<Limit, String> {
 const TRACE_LONG: &str = "\
 Run a program under kernel tracepoints (in a private tracefs instance that is always \
 removed afterwards) and record, page by page, what entered the page cache, which \
-pages were faulted, mapped by fault-around or read(), by which process and when. \
+pages were faulted, mapped by fault-around or read(), by which process and when, and \
+which pages entered during the program's own readahead(2) or WILLNEED calls. \
 Paths are resolved exactly from the files the program opens. The run is appended to \
 the profile database (SQLite), which can hold many runs.
 

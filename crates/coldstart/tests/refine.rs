@@ -138,12 +138,18 @@ struct Start {
     touched: BTreeMap<String, BTreeSet<u64>>,
     /// The evicted.dat line: "PAGE yes|no|never-resident".
     evicted: Option<String>,
+    /// file name -> pages the program asked the kernel for.
+    asked: BTreeMap<String, BTreeSet<u64>>,
     ended: bool,
 }
 
 impl Start {
     fn touched(&self, file: &str) -> BTreeSet<u64> {
         self.touched.get(file).cloned().unwrap_or_default()
+    }
+
+    fn asked(&self, file: &str) -> BTreeSet<u64> {
+        self.asked.get(file).cloned().unwrap_or_default()
     }
 }
 
@@ -174,6 +180,15 @@ fn read_record(path: &Path) -> Vec<Start> {
                     .insert(page.parse().unwrap());
             }
             ["evicted", page, outcome] => start.evicted = Some(format!("{page} {outcome}")),
+            ["asked", file, first, count] => {
+                let first: u64 = first.parse().unwrap();
+                let count: u64 = count.parse().unwrap();
+                start
+                    .asked
+                    .entry(file.to_string())
+                    .or_default()
+                    .extend(first..first + count);
+            }
             ["end"] => start.ended = true,
             _ => panic!("unexpected line in the record: {line}\n{text}"),
         }
@@ -450,6 +465,7 @@ fn each_miss_gets_the_reason_the_test_arranged() {
     let fast = data_file(data, "fast.dat", WORK_FILE_PAGES);
     data_file(data, "slow.dat", WORK_FILE_PAGES);
     data_file(data, "extra.dat", 256);
+    data_file(data, "asked.dat", 256);
     let mut changed = data_file(data, "changed.dat", 256);
     let evict = data_file(data, "evict.dat", 256);
     let (extra_page, changed_page, evict_page) = (5, 10, 20);
@@ -509,6 +525,12 @@ fn each_miss_gets_the_reason_the_test_arranged() {
         vec![changed_page]
     );
     assert_eq!(resident_pages(&data.join("evict.dat")), vec![evict_page]);
+    // asked.dat: what the child's readahead(2) and WILLNEED brought in, and
+    // nothing else (by mincore; the child touched none of it).
+    let asked: Vec<u64> = start.asked("asked.dat").into_iter().collect();
+    assert_eq!(asked.len(), 16, "{start:?}");
+    assert_eq!(resident_pages(&data.join("asked.dat")), asked);
+    assert!(start.touched("asked.dat").is_empty());
 
     // The plan is found from the run's command line.
     let report = json(&run_ok(coldstart().arg("report").arg(&db).arg("--json")));
@@ -571,6 +593,14 @@ fn each_miss_gets_the_reason_the_test_arranged() {
         reasons_of,
         BTreeMap::from([("evicted".to_string(), (1, touched("evict.dat")))])
     );
+    // asked.dat: in no plan, every page read was asked for, none demanded.
+    let (entry, reasons_of) = by_file("asked.dat");
+    assert_eq!(entry["in_plan"], false);
+    assert_eq!(
+        reasons_of,
+        BTreeMap::from([("asked".to_string(), (asked.len() as u64, 0))]),
+        "{entry:#}"
+    );
     // probe.dat: the child touched it only once it was resident.
     let (entry, _) = by_file("probe.dat");
     assert_eq!(entry["program_read"]["pages"], 0, "{entry:#}");
@@ -591,6 +621,7 @@ fn each_miss_gets_the_reason_the_test_arranged() {
         "file-not-in-plan",
         "file-changed",
         "evicted",
+        "asked",
     ] {
         assert!(child_reasons.contains_key(reason), "{reason}: {child:#}");
     }

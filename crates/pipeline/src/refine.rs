@@ -40,15 +40,20 @@ pub const DISTURBED_AT: f64 = 0.01;
 
 /// What a refinement can still fix in a start: the pages the program
 /// demanded that the plan did not hold (its file or its page was not in
-/// it). Races, evictions and the program's own readahead are not fixed by
-/// adding pages; and the bytes a start reads vary more from start to start
-/// (a race triggers a readahead window of up to read_ahead_kb) than this
-/// count does, so the loop judges plans by it.
+/// it, whether or not the program had asked the kernel for it first).
+/// Races, evictions and the pages the program asked for but never demanded
+/// are not fixed by adding pages; and the bytes a start reads vary more
+/// from start to start (a race triggers a readahead window of up to
+/// read_ahead_kb) than this count does, so the loop judges plans by it.
 pub fn plannable_misses(misses: &MissAccount) -> u64 {
-    [MissReason::FileNotInPlan, MissReason::PageNotInPlan]
-        .iter()
-        .map(|&r| misses.by_reason.get(r).demanded_pages)
-        .sum()
+    [
+        MissReason::FileNotInPlan,
+        MissReason::PageNotInPlan,
+        MissReason::Asked,
+    ]
+    .iter()
+    .map(|&r| misses.by_reason.get(r).demanded_pages)
+    .sum()
 }
 
 pub struct RefineOptions {

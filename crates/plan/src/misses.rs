@@ -15,6 +15,12 @@
 //!   (size, modification time or build-id differ), so the prefetcher
 //!   skipped it as changed;
 //! - the file is in the plan, but not that page;
+//! - instead of "file not in the plan" or "page not in the plan": the page
+//!   entered the cache during the program's own call asking the kernel to
+//!   read ahead (readahead(2), or fadvise64 or madvise with WILLNEED). The
+//!   program chose to read it, which no plan stops; a page it only asked
+//!   for is no page it needed, and one it also demanded is learned as any
+//!   other;
 //! - the prefetcher had read the page earlier in the run and it was
 //!   evicted before the program needed it;
 //! - otherwise the page was planned and the program got there first (a
@@ -31,7 +37,7 @@ use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
 use coldstart_prefetch::replay::is_prefetcher;
-use coldstart_profile::{FileId, PageEventKind, RunId};
+use coldstart_profile::{FileId, PageEventKind, ReadaheadKind, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -43,16 +49,18 @@ pub enum MissReason {
     FileNotInPlan,
     FileChanged,
     PageNotInPlan,
+    Asked,
     Evicted,
     Race,
 }
 
 impl MissReason {
-    pub const ALL: [MissReason; 6] = [
+    pub const ALL: [MissReason; 7] = [
         MissReason::BeforePrefetcher,
         MissReason::FileNotInPlan,
         MissReason::FileChanged,
         MissReason::PageNotInPlan,
+        MissReason::Asked,
         MissReason::Evicted,
         MissReason::Race,
     ];
@@ -63,6 +71,7 @@ impl MissReason {
             MissReason::FileNotInPlan => "file-not-in-plan",
             MissReason::FileChanged => "file-changed",
             MissReason::PageNotInPlan => "page-not-in-plan",
+            MissReason::Asked => "asked",
             MissReason::Evicted => "evicted",
             MissReason::Race => "race",
         }
@@ -75,6 +84,7 @@ impl MissReason {
             MissReason::FileNotInPlan => "file not in the plan",
             MissReason::FileChanged => "file changed since planned (skipped)",
             MissReason::PageNotInPlan => "page not in the plan",
+            MissReason::Asked => "the program asked (readahead, WILLNEED)",
             MissReason::Evicted => "prefetched, then evicted",
             MissReason::Race => "planned, program got there first",
         }
@@ -296,6 +306,14 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
         .filter(|p| prefetcher.contains(&p.pid))
         .filter_map(|p| p.t_start_ns)
         .min();
+    // Pages the program's own calls asked the kernel for.
+    let asked: HashSet<(FileId, u64)> = run
+        .readahead
+        .iter()
+        .filter(|r| r.kind == ReadaheadKind::Asked)
+        .filter(|r| run.in_tree(r.pid) && !prefetcher.contains(&r.pid))
+        .flat_map(|r| (r.page..r.page.saturating_add(r.size)).map(move |page| (r.file_id, page)))
+        .collect();
     let mut prefetched: HashSet<(FileId, u64)> = HashSet::new();
     let mut evicted: HashSet<(FileId, u64)> = HashSet::new();
     let mut read: HashMap<(FileId, u64), usize> = HashMap::new();
@@ -329,8 +347,12 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
                         _ if prefetcher_start.is_some_and(|t| e.t_ns < t) => {
                             MissReason::BeforePrefetcher
                         }
+                        None if asked.contains(&key) => MissReason::Asked,
                         None => MissReason::FileNotInPlan,
                         Some(_) if !same => MissReason::FileChanged,
+                        Some(set) if !contains(set, page) && asked.contains(&key) => {
+                            MissReason::Asked
+                        }
                         Some(set) if !contains(set, page) => MissReason::PageNotInPlan,
                         Some(_) if evicted.contains(&key) => MissReason::Evicted,
                         Some(_) => MissReason::Race,

@@ -238,13 +238,18 @@ pub struct PageEvent {
     pub kind: PageEventKind,
 }
 
-/// Which readahead path the kernel took.
+/// Which readahead path the kernel took, or the program's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadaheadKind {
     Sync,
     Async,
     Order,
+    /// Pages the program asked for: they entered the cache during its
+    /// readahead(2), or fadvise64 or madvise with WILLNEED. One row per
+    /// contiguous run of pages a call brought in (`page`, `size`); the other
+    /// fields are 0 or absent.
+    Asked,
 }
 
 impl ReadaheadKind {
@@ -253,6 +258,7 @@ impl ReadaheadKind {
             ReadaheadKind::Sync => "sync",
             ReadaheadKind::Async => "async",
             ReadaheadKind::Order => "order",
+            ReadaheadKind::Asked => "asked",
         }
     }
 
@@ -261,6 +267,7 @@ impl ReadaheadKind {
             "sync" => Some(ReadaheadKind::Sync),
             "async" => Some(ReadaheadKind::Async),
             "order" => Some(ReadaheadKind::Order),
+            "asked" => Some(ReadaheadKind::Asked),
             _ => None,
         }
     }

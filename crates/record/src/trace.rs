@@ -864,6 +864,7 @@ pub fn assemble(
         file_index: HashMap::new(),
         page_events: Vec::new(),
         readahead: Vec::new(),
+        asking: HashMap::new(),
         inode_loads: Vec::new(),
         loader: loader.map(SpanAssembly::new),
         pages_read: 0,
@@ -894,6 +895,9 @@ struct RunAssembly<'a> {
     file_index: HashMap<FileKey, usize>,
     page_events: Vec<PageEvent>,
     readahead: Vec<Readahead>,
+    /// Tasks of the tree inside a call asking the kernel to read ahead,
+    /// with the `readahead` row of the pages that call brought in last.
+    asking: HashMap<i32, Option<usize>>,
     /// The tree's lookups that read an inode table block.
     inode_loads: Vec<InodeLoad>,
     /// The loader's spans, when its probes were on.
@@ -914,6 +918,9 @@ impl RunAssembly<'_> {
                     self.pages_read_by_tree += npages;
                 }
                 self.add_pages(t_ns, tid, *file, *index, npages, PageEventKind::Read);
+                if self.asking.contains_key(&tid) {
+                    self.add_asked(t_ns, tid, *file, *index, npages);
+                }
             }
             EventKind::PageCacheDelete { file, index, order } => {
                 let npages = 1u64 << (*order).min(20);
@@ -992,6 +999,14 @@ impl RunAssembly<'_> {
                     });
                 }
             }
+            EventKind::AskStart => {
+                if self.in_tree.contains(&tid) {
+                    self.asking.insert(tid, None);
+                }
+            }
+            EventKind::AskEnd => {
+                self.asking.remove(&tid);
+            }
             EventKind::Exit { pid, comm, .. } => {
                 let p = self.process(*pid);
                 p.t_end_ns = Some(t_ns);
@@ -1022,6 +1037,35 @@ impl RunAssembly<'_> {
             next
         });
         Batch::batch_file_id(index)
+    }
+
+    /// Pages that entered the cache during task `pid`'s call asking for
+    /// them: they extend the call's last row when they follow it in the
+    /// same file, else start a row.
+    fn add_asked(&mut self, t_ns: i64, pid: i32, file: FileKey, page: u64, npages: u64) {
+        let file_id = self.file_id(file);
+        let last = self.asking.get(&pid).copied().flatten();
+        if let Some(row) = last.and_then(|i| self.readahead.get_mut(i))
+            && row.file_id == file_id
+            && row.page.saturating_add(row.size) == page
+        {
+            row.size = row.size.saturating_add(npages);
+            return;
+        }
+        self.asking.insert(pid, Some(self.readahead.len()));
+        self.readahead.push(Readahead {
+            t_ns,
+            pid,
+            file_id,
+            kind: ReadaheadKind::Asked,
+            page,
+            size: npages,
+            async_size: 0,
+            ra_pages: 0,
+            mmap_miss: None,
+            prev_pos: None,
+            req_count: None,
+        });
     }
 
     fn add_pages(

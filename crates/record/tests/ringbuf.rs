@@ -756,6 +756,28 @@ format:\n\
 print fmt: \"dev %d,%d ino %ld\", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U << 20) - 1))), (unsigned long) REC->ino\n\
 ";
 
+/// A syscall tracepoint's format as 6.18 writes it: the common fields,
+/// `__syscall_nr`, then `fields` ("type name"), 8 bytes each from offset 16.
+fn syscall_format(name: &str, id: u16, fields: &[&str]) -> EventFormat {
+    let mut text = format!(
+        "name: {name}\nID: {id}\nformat:\n\
+         \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+         \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+         \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+         \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+         \tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n"
+    );
+    for (i, field) in fields.iter().enumerate() {
+        let signed = u8::from(field.starts_with("long"));
+        text.push_str(&format!(
+            "\tfield:{field};\toffset:{};\tsize:8;\tsigned:{signed};\n",
+            16 + 8 * i
+        ));
+    }
+    text.push_str("\nprint fmt: \"%lx\", REC->__syscall_nr\n");
+    EventFormat::parse(&text).expect("syscall format parses")
+}
+
 const HEADER_PAGE: &str = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
 \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
 \tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\
@@ -996,6 +1018,66 @@ fn decodes_inode_loads_when_the_kernel_has_the_tracepoint() {
         Err(Skip::Malformed {
             event: "ext4/ext4_load_inode",
             field: "ino"
+        })
+    );
+}
+
+#[test]
+fn decodes_the_calls_that_ask_for_readahead() {
+    assert_eq!(
+        decoder().id("syscalls/sys_enter_readahead"),
+        None,
+        "optional"
+    );
+    let mut formats = parse_all(&ALL);
+    let exit = ["long ret"];
+    formats.extend([
+        syscall_format(
+            "sys_enter_readahead",
+            615,
+            &["int fd", "loff_t offset", "size_t count"],
+        ),
+        syscall_format("sys_exit_readahead", 614, &exit),
+        syscall_format(
+            "sys_enter_fadvise64",
+            613,
+            &["int fd", "loff_t offset", "size_t len", "int advice"],
+        ),
+        syscall_format("sys_exit_fadvise64", 612, &exit),
+        syscall_format(
+            "sys_enter_madvise",
+            726,
+            &["unsigned long start", "size_t len_in", "int behavior"],
+        ),
+        syscall_format("sys_exit_madvise", 725, &exit),
+    ]);
+    let d = Decoder::from_formats(formats).expect("decoder with the syscall events");
+    let kind = |id: u16, advice_at: Option<(usize, u64)>| {
+        let mut r = record(id, 300, 48);
+        put(&mut r, 8, &221_i32.to_ne_bytes());
+        if let Some((at, advice)) = advice_at {
+            put(&mut r, at, &advice.to_ne_bytes());
+        }
+        d.try_decode(0, &r).expect("decodes").kind
+    };
+    // readahead(2) always asks; fadvise64 and madvise only with WILLNEED
+    // (3): any other advice ends nothing and starts nothing.
+    assert_eq!(kind(615, None), EventKind::AskStart);
+    assert_eq!(kind(613, Some((40, 3))), EventKind::AskStart);
+    assert_eq!(kind(613, Some((40, 4))), EventKind::AskEnd);
+    assert_eq!(kind(613, Some((40, 1))), EventKind::AskEnd);
+    assert_eq!(kind(726, Some((32, 3))), EventKind::AskStart);
+    assert_eq!(kind(726, Some((32, 22))), EventKind::AskEnd);
+    for exit in [614, 612, 725] {
+        assert_eq!(kind(exit, None), EventKind::AskEnd);
+    }
+    let mut r = record(613, 300, 48);
+    put(&mut r, 40, &3_u64.to_ne_bytes());
+    assert_eq!(
+        d.try_decode(0, &r[..44]),
+        Err(Skip::Malformed {
+            event: "syscalls/sys_enter_fadvise64",
+            field: "advice"
         })
     );
 }

@@ -110,6 +110,12 @@ pub enum EventKind {
     /// ext4 read the inode table block holding inode `file` from the disk
     /// to look the inode up: filesystem metadata the lookup waited for.
     InodeLoad { file: FileKey },
+    /// The task entered a call asking the kernel to read ahead:
+    /// readahead(2), or fadvise64 or madvise with WILLNEED. What enters the
+    /// cache on this task until [`EventKind::AskEnd`] was asked for.
+    AskStart,
+    /// The task left readahead(2), fadvise64 or madvise (any advice).
+    AskEnd,
 }
 
 /// What one loader probe read: which arguments are present depends on the
@@ -184,11 +190,15 @@ enum Spec {
     Exit,
     UserFault,
     InodeLoad,
+    /// Entering readahead(2) (no advice field), fadvise64 (`advice`) or
+    /// madvise (`behavior`).
+    AskEnter(Option<&'static str>),
+    AskExit,
 }
 
 /// The tracepoints coldstart reads: "system/event", what it means, and
 /// whether a kernel without it is acceptable.
-const EVENTS: [(&str, Spec, bool); 13] = [
+const EVENTS: [(&str, Spec, bool); 19] = [
     (
         "filemap/mm_filemap_add_to_page_cache",
         Spec::PageCacheAdd,
@@ -229,7 +239,27 @@ const EVENTS: [(&str, Spec, bool); 13] = [
     // ext4 only: which inodes a start had to read from the disk, the
     // metadata a prefetcher can warm by looking them up first.
     ("ext4/ext4_load_inode", Spec::InodeLoad, false),
+    // The calls a program makes to have the kernel read ahead for it
+    // (pages it asked for are not pages it needed): kernels built with
+    // syscall tracepoints.
+    ("syscalls/sys_enter_readahead", Spec::AskEnter(None), false),
+    ("syscalls/sys_exit_readahead", Spec::AskExit, false),
+    (
+        "syscalls/sys_enter_fadvise64",
+        Spec::AskEnter(Some("advice")),
+        false,
+    ),
+    ("syscalls/sys_exit_fadvise64", Spec::AskExit, false),
+    (
+        "syscalls/sys_enter_madvise",
+        Spec::AskEnter(Some("behavior")),
+        false,
+    ),
+    ("syscalls/sys_exit_madvise", Spec::AskExit, false),
 ];
+
+/// POSIX_FADV_WILLNEED and MADV_WILLNEED: both 3 on Linux.
+const WILLNEED: u64 = 3;
 
 /// A field the decoder reads, with a static name for [`Skip`] reports.
 #[derive(Debug, Clone)]
@@ -324,6 +354,11 @@ enum Shape {
     InodeLoad {
         file: FileSlots,
     },
+    /// readahead(2) has no advice: every call asks.
+    AskEnter {
+        advice: Option<Slot>,
+    },
+    AskExit,
     Loader(Box<LoaderSlots>),
 }
 
@@ -680,6 +715,17 @@ fn decode_shape(shape: &Shape, p: &[u8]) -> Result<EventKind, &'static str> {
         Shape::InodeLoad { file } => EventKind::InodeLoad {
             file: file.read(p)?,
         },
+        Shape::AskEnter { advice: None } => EventKind::AskStart,
+        Shape::AskEnter {
+            advice: Some(advice),
+        } => {
+            if advice.u64(p)? == WILLNEED {
+                EventKind::AskStart
+            } else {
+                EventKind::AskEnd
+            }
+        }
+        Shape::AskExit => EventKind::AskEnd,
         Shape::Loader(slots) => EventKind::Loader(LoaderHit {
             probe: slots.probe,
             // A string the kernel could not fetch reads "(fault)".
@@ -824,6 +870,10 @@ impl Fields<'_> {
                     ino: self.scalar("ino")?,
                 },
             },
+            Spec::AskEnter(advice) => Shape::AskEnter {
+                advice: advice.map(|name| self.scalar(name)).transpose()?,
+            },
+            Spec::AskExit => Shape::AskExit,
         })
     }
 }
