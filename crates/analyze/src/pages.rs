@@ -175,7 +175,7 @@ pub fn seeks(requests: &[Request], page_size: u64) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use coldstart_profile::{PageEventKind, ReadaheadKind};
+    use coldstart_profile::{PageEventKind, ReadaheadKind, handmade};
 
     fn read(t_ns: i64, page: u64, npages: u64) -> PageEvent {
         PageEvent {
@@ -189,19 +189,7 @@ mod tests {
     }
 
     fn ra(t_ns: i64) -> Readahead {
-        Readahead {
-            t_ns,
-            pid: 7,
-            file_id: 1,
-            kind: ReadaheadKind::Sync,
-            page: 0,
-            size: 0,
-            async_size: 0,
-            ra_pages: 0,
-            mmap_miss: None,
-            prev_pos: None,
-            req_count: None,
-        }
+        handmade::readahead(ReadaheadKind::Sync, t_ns, 7, 1, 0, 0)
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! examples, so each test states only what it is about (its pages, pids,
 //! readahead) instead of writing a whole run header again.
 
-use crate::{CacheMode, EndReason, Process, RunEnd, RunStart};
+use crate::{CacheMode, EndReason, FileId, Process, Readahead, ReadaheadKind, RunEnd, RunStart};
 
 /// A cold run of `/bin/app` by uid 1000 on kernel 6.18.0, fault-around 64
 /// KiB, with the page size and the read_ahead_kb the test is about.
@@ -46,5 +46,30 @@ pub fn exited(ended_ns: i64, root_pid: i32) -> RunEnd {
         exit_code: Some(0),
         exit_signal: None,
         root_pid: Some(root_pid),
+    }
+}
+
+/// A readahead row of `kind` by task `pid` for pages `page .. page + size`
+/// of `file_id` at `t_ns`, the kernel's other figures 0 or absent.
+pub fn readahead(
+    kind: ReadaheadKind,
+    t_ns: i64,
+    pid: i32,
+    file_id: FileId,
+    page: u64,
+    size: u64,
+) -> Readahead {
+    Readahead {
+        t_ns,
+        pid,
+        file_id,
+        kind,
+        page,
+        size,
+        async_size: 0,
+        ra_pages: 0,
+        mmap_miss: None,
+        prev_pos: None,
+        req_count: None,
     }
 }
