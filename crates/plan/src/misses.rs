@@ -306,13 +306,18 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
         .filter(|p| prefetcher.contains(&p.pid))
         .filter_map(|p| p.t_start_ns)
         .min();
-    // Pages the program's own calls asked the kernel for.
-    let asked: HashSet<(FileId, u64)> = run
+    // Pages the program's own calls asked the kernel for, with the asking
+    // task and when the call's run of pages began to enter the cache: the
+    // first read of such a page by that task from then on is the call's.
+    let mut asked: HashMap<(FileId, u64), (i32, i64)> = run
         .readahead
         .iter()
         .filter(|r| r.kind == ReadaheadKind::Asked)
         .filter(|r| run.in_tree(r.pid) && !prefetcher.contains(&r.pid))
-        .flat_map(|r| (r.page..r.page.saturating_add(r.size)).map(move |page| (r.file_id, page)))
+        .flat_map(|r| {
+            (r.page..r.page.saturating_add(r.size))
+                .map(move |page| ((r.file_id, page), (r.pid, r.t_ns)))
+        })
         .collect();
     let mut prefetched: HashSet<(FileId, u64)> = HashSet::new();
     let mut evicted: HashSet<(FileId, u64)> = HashSet::new();
@@ -343,16 +348,22 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
                 let (planned, same) = in_plan.get(&e.file_id).copied().unwrap_or((None, false));
                 for page in event_pages(e) {
                     let key = (e.file_id, page);
+                    // A read again after an eviction is not the call's.
+                    let by_call = match asked.get(&key) {
+                        Some(&(pid, since)) if pid == e.pid && e.t_ns >= since => {
+                            asked.remove(&key);
+                            true
+                        }
+                        _ => false,
+                    };
                     let reason = match planned {
                         _ if prefetcher_start.is_some_and(|t| e.t_ns < t) => {
                             MissReason::BeforePrefetcher
                         }
-                        None if asked.contains(&key) => MissReason::Asked,
+                        None if by_call => MissReason::Asked,
                         None => MissReason::FileNotInPlan,
                         Some(_) if !same => MissReason::FileChanged,
-                        Some(set) if !contains(set, page) && asked.contains(&key) => {
-                            MissReason::Asked
-                        }
+                        Some(set) if !contains(set, page) && by_call => MissReason::Asked,
                         Some(set) if !contains(set, page) => MissReason::PageNotInPlan,
                         Some(_) if evicted.contains(&key) => MissReason::Evicted,
                         Some(_) => MissReason::Race,

@@ -13,7 +13,8 @@ use coldstart_plan::misses::{
 use coldstart_prefetch::replay::PREFETCHER_COMM;
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
 use coldstart_profile::{
-    EndReason, File, FileId, Mark, PageEvent, PageEventKind, Process, Run, RunId, handmade,
+    EndReason, File, FileId, Mark, PageEvent, PageEventKind, Process, Readahead, ReadaheadKind,
+    Run, RunId, handmade,
 };
 use common::{MS, PAGE, event, file, plan_file};
 use std::path::PathBuf;
@@ -283,6 +284,74 @@ fn each_page_the_program_read_gets_its_reason_and_demand() {
     assert_eq!((page_2.t_ns, page_2.demanded_ns), (41_000, Some(40_000)));
     let page_21 = list.iter().find(|m| m.file == A && m.page == 21).unwrap();
     assert_eq!((page_21.t_ns, page_21.demanded_ns), (50_000, Some(51_000)));
+}
+
+/// A row of pages that entered the cache during task `pid`'s own
+/// readahead(2) or WILLNEED call, from `t_us`.
+fn asked_row(t_us: i64, pid: i32, file_id: FileId, page: u64, size: u64) -> Readahead {
+    handmade::readahead(ReadaheadKind::Asked, t_us * 1000, pid, file_id, page, size)
+}
+
+#[test]
+fn pages_read_in_the_programs_own_calls_are_asked_unless_planned_or_read_again() {
+    const ASKED: FileId = 9;
+    use PageEventKind::{Evict, Fault, Read};
+    let files = vec![file(A, "/lib/a.so", 100), file(ASKED, "/lib/asked.so", 20)];
+    let events = vec![
+        // The program's call: asked.so 0-3, then a.so 0 (planned) and
+        // 40-41 (not) in another call of its thread.
+        event(10_000, APP, ASKED, 0, 4, Read),
+        event(12_000, APP_THREAD, A, 0, 1, Read),
+        event(12_000, APP_THREAD, A, 40, 2, Read),
+        // The child reads a.so 42, in a row its sibling thread asked for.
+        event(13_000, CHILD, A, 42, 1, Read),
+        // asked.so 1 is evicted and faulted in again by the program.
+        event(20_000, OUTSIDER, ASKED, 1, 1, Evict),
+        event(30_000, APP, ASKED, 1, 1, Fault),
+        event(30_000, APP, ASKED, 1, 1, Read),
+        // The prefetcher's own call on asked.so 10-11; the program reads
+        // page 10 after it was evicted.
+        event(31_000, PREFETCHER, ASKED, 10, 2, Read),
+        event(32_000, OUTSIDER, ASKED, 10, 1, Evict),
+        event(40_000, APP, ASKED, 10, 1, Read),
+    ];
+    let readahead = vec![
+        asked_row(10_000, APP, ASKED, 0, 4),
+        asked_row(12_000, APP_THREAD, A, 0, 1),
+        asked_row(12_000, APP_THREAD, A, 40, 3),
+        asked_row(31_000, PREFETCHER, ASKED, 10, 2),
+    ];
+    let run = LoadedRun::new(
+        run_row(
+            &["coldstart-run", "--plan", "/p/plan", "--", "/bin/app"],
+            "/",
+        ),
+        files,
+        events,
+        readahead,
+        processes(),
+        Vec::new(),
+    );
+    let mut got: Vec<(FileId, u64, MissReason, bool)> = misses(&run, &the_plan())
+        .iter()
+        .map(|m| (m.file, m.page, m.reason, m.demanded_ns.is_some()))
+        .collect();
+    got.sort();
+    use MissReason::*;
+    let mut want = vec![
+        (A, 0, Race, false),
+        (A, 40, Asked, false),
+        (A, 41, Asked, false),
+        (A, 42, PageNotInPlan, false),
+        (ASKED, 0, Asked, false),
+        (ASKED, 1, Asked, false),
+        (ASKED, 1, FileNotInPlan, true),
+        (ASKED, 2, Asked, false),
+        (ASKED, 3, Asked, false),
+        (ASKED, 10, FileNotInPlan, false),
+    ];
+    want.sort();
+    assert_eq!(got, want);
 }
 
 #[test]
