@@ -1050,6 +1050,13 @@ fn decodes_the_calls_that_ask_for_readahead() {
             &["unsigned long start", "size_t len_in", "int behavior"],
         ),
         syscall_format("sys_exit_madvise", 725, &exit),
+        // arm64's name for fadvise: both lengths 64-bit.
+        syscall_format(
+            "sys_enter_fadvise64_64",
+            611,
+            &["int fd", "loff_t offset", "loff_t len", "int advice"],
+        ),
+        syscall_format("sys_exit_fadvise64_64", 610, &exit),
     ]);
     let d = Decoder::from_formats(formats).expect("decoder with the syscall events");
     let kind = |id: u16, advice_at: Option<(usize, u64)>| {
@@ -1068,7 +1075,9 @@ fn decodes_the_calls_that_ask_for_readahead() {
     assert_eq!(kind(613, Some((40, 1))), EventKind::AskEnd);
     assert_eq!(kind(726, Some((32, 3))), EventKind::AskStart);
     assert_eq!(kind(726, Some((32, 22))), EventKind::AskEnd);
-    for exit in [614, 612, 725] {
+    assert_eq!(kind(611, Some((40, 3))), EventKind::AskStart);
+    assert_eq!(kind(611, Some((40, 2))), EventKind::AskEnd);
+    for exit in [614, 612, 725, 610] {
         assert_eq!(kind(exit, None), EventKind::AskEnd);
     }
     let mut r = record(613, 300, 48);

@@ -111,10 +111,10 @@ pub enum EventKind {
     /// to look the inode up: filesystem metadata the lookup waited for.
     InodeLoad { file: FileKey },
     /// The task entered a call asking the kernel to read ahead:
-    /// readahead(2), or fadvise64 or madvise with WILLNEED. What enters the
+    /// readahead(2), or fadvise64(_64) or madvise with WILLNEED. What enters the
     /// cache on this task until [`EventKind::AskEnd`] was asked for.
     AskStart,
-    /// The task left readahead(2), fadvise64 or madvise (any advice).
+    /// The task left readahead(2), fadvise64(_64) or madvise (any advice).
     AskEnd,
 }
 
@@ -190,15 +190,15 @@ enum Spec {
     Exit,
     UserFault,
     InodeLoad,
-    /// Entering readahead(2) (no advice field), fadvise64 (`advice`) or
-    /// madvise (`behavior`).
+    /// Entering readahead(2) (no advice field), fadvise64 or fadvise64_64
+    /// (`advice`), or madvise (`behavior`).
     AskEnter(Option<&'static str>),
     AskExit,
 }
 
 /// The tracepoints coldstart reads: "system/event", what it means, and
 /// whether a kernel without it is acceptable.
-const EVENTS: [(&str, Spec, bool); 19] = [
+const EVENTS: [(&str, Spec, bool); 21] = [
     (
         "filemap/mm_filemap_add_to_page_cache",
         Spec::PageCacheAdd,
@@ -250,6 +250,14 @@ const EVENTS: [(&str, Spec, bool); 19] = [
         false,
     ),
     ("syscalls/sys_exit_fadvise64", Spec::AskExit, false),
+    // fadvise64_64 is what arm64, riscv and other architectures without
+    // fadvise64 in their syscall table call it.
+    (
+        "syscalls/sys_enter_fadvise64_64",
+        Spec::AskEnter(Some("advice")),
+        false,
+    ),
+    ("syscalls/sys_exit_fadvise64_64", Spec::AskExit, false),
     (
         "syscalls/sys_enter_madvise",
         Spec::AskEnter(Some("behavior")),
