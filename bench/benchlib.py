@@ -41,6 +41,27 @@ def median_ci95(samples, resamples=10000, seed=1):
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
+def gap_closed_ci95(rounds, resamples=10000, seed=1):
+    """95% bootstrap interval of the share of the cold-warm gap a variant
+    closes, (median cold - median variant) / (median cold - median warm),
+    from interleaved rounds: `rounds` is a list of (warm, cold, variant)
+    times, one per round, resampled whole so that each keeps what the
+    machine was doing during its round. None with fewer than 3 rounds."""
+    if len(rounds) < 3:
+        return None
+    rng = random.Random(seed)
+    gaps = []
+    for _ in range(resamples):
+        pick = rng.choices(rounds, k=len(rounds))
+        warm, cold, variant = (statistics.median(r[i] for r in pick) for i in range(3))
+        if cold > warm:
+            gaps.append((cold - variant) / (cold - warm))
+    if len(gaps) < resamples // 2:
+        return None
+    gaps.sort()
+    return gaps[int(0.025 * len(gaps))], gaps[int(0.975 * len(gaps)) - 1]
+
+
 def describe(samples, unit=1e3, suffix="ms"):
     """'median (mean ± CI)' in the given unit."""
     return (f"{statistics.median(samples) * unit:.1f} {suffix} "

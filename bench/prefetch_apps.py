@@ -18,7 +18,8 @@ every device for the block and restored on every way out):
   coldstart-run with the refined plan.
 
 Prints per program and setting: medians, the share of the cold-warm gap
-each plan closes ((cold - cold with plan) / (cold - warm)), the bytes read
+each plan closes ((cold - cold with plan) / (cold - warm)), with its 95%
+bootstrap interval (the bench's rounds resampled whole), the bytes read
 with the refined plan over the bytes the start touched, and the program's
 own reads over the plan's bytes (from the refine loop's accounting of the
 start its plan was written from), and the part of those the program asked
@@ -41,7 +42,7 @@ import sys
 import tempfile
 
 from benchlib import (ReadAhead, build_coldstart, ensure_installed, firefox_profile,
-                      read_ahead_settings)
+                      gap_closed_ci95, read_ahead_settings)
 
 MIN_GAP_CLOSED = 0.80
 MAX_READ_OVER_TOUCHED = 1.2
@@ -123,6 +124,10 @@ def measure(coldstart, work, name, argv, db, seed_plan, ra, runs, iterations):
         table = f.read()
     by = {v["name"]: v for v in bench["variants"]}
     return {
+        "gap_ci": {which: gap_ci(bench, name, variant) for which, variant in [
+            ("seed", f"{name} + seed plan (cold)"),
+            ("refined", f"{name} + refined plan (cold)"),
+            ("lead", f"{name} + refined plan, lead (cold)")]},
         "table": table,
         "warm_ms": by[f"{name} (warm)"]["wall_ms"]["median"],
         "cold_ms": by[f"{name} (cold)"]["wall_ms"]["median"],
@@ -162,6 +167,27 @@ def predict_floor(coldstart, work, label, argv, db, plan):
     floor["bandwidth_mb_s"] = device["bandwidth_mb_s"]
     floor["request_us"] = device["request_us"]
     return floor
+
+
+def gap_ci(bench, name, variant):
+    """The bootstrap interval of the gap `variant` closes, over the bench's
+    rounds in which the warm, the cold and that variant's run all ran."""
+    index = {v["name"]: i for i, v in enumerate(bench["variants"])}
+    wanted = [index[f"{name} (warm)"], index[f"{name} (cold)"], index[variant]]
+    times = {}
+    for run in bench["runs"]:
+        if run["ok"]:
+            times[(run["round"], run["variant"])] = run["wall_ms"]
+    rounds = sorted({r for r, _ in times})
+    paired = [[times[(r, v)] for v in wanted] for r in rounds
+              if all((r, v) in times for v in wanted)]
+    return gap_closed_ci95(paired)
+
+
+def percent_with_ci(value, ci):
+    if ci is None:
+        return f"{value:.0%}"
+    return f"{value:.0%} [{ci[0]:.0%}, {ci[1]:.0%}]"
 
 
 def gap(cold, warm, with_plan):
@@ -243,7 +269,8 @@ def main():
               f"{f['demanded']['held_back_ns'] / 1e6:.1f} and "
               f"{f['demanded']['held_back_plan_order_ns'] / 1e6:.1f} ms); the whole plan is read by "
               f"{f['plan_read_ns'] / 1e6:.1f} ms\n")
-    print(f"device read_ahead_kb {device}; kernel {os.uname().release}; {args.runs} interleaved runs, medians\n")
+    print(f"device read_ahead_kb {device}; kernel {os.uname().release}; {args.runs} interleaved runs, "
+          "medians; gap closed with its 95% bootstrap interval over the rounds\n")
     print("| program | read_ahead_kb | warm ms | cold ms | seed plan ms | refined plan ms | refined, lead ms | "
           "gap closed: seed | refined | refined, lead | floor ms | read with refined plan | touched | "
           "read / touched | program's own reads / plan | of which it asked for |")
@@ -258,7 +285,10 @@ def main():
         read_over = r["refined_read"] / r["touched"] if r["touched"] else float("nan")
         own = own_over_plan(r["refined_misses"])
         print(f"| {r['name']} | {r['ra']} | {r['warm_ms']:.0f} | {r['cold_ms']:.0f} | {r['seed_ms']:.0f} | "
-              f"{r['refined_ms']:.0f} | {r['lead_ms']:.0f} | {g_seed:.0%} | {g_refined:.0%} | {g_lead:.0%} | "
+              f"{r['refined_ms']:.0f} | {r['lead_ms']:.0f} | "
+              f"{percent_with_ci(g_seed, r['gap_ci']['seed'])} | "
+              f"{percent_with_ci(g_refined, r['gap_ci']['refined'])} | "
+              f"{percent_with_ci(g_lead, r['gap_ci']['lead'])} | "
               f"{floor_ms:.0f} | {r['refined_read'] / mib:.1f} MiB | "
               f"{r['touched'] / mib:.1f} MiB | {read_over:.2f} | {own:.1%} | "
               f"{asked_over_plan(r['refined_misses']):.1%} |")
