@@ -530,22 +530,41 @@ fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
         db,
     } = files("demander", DEMANDER, 4000);
     let before = device_read_ahead_kb(&mapped);
+    let demanded: Vec<u64> = (0..8).chain([3000]).collect();
 
-    let out = run(
-        trace_cold(&db, &[&mapped, &readf], &["--read-ahead-kb", "0"])
-            .arg(&program)
-            .arg(&mapped)
-            .arg(&readf),
-    );
-    assert_eq!(json(&out)["exit_code"], 0);
-    assert_eq!(
-        device_read_ahead_kb(&mapped),
-        before,
-        "read_ahead_kb is restored"
-    );
-    let resident = coldstart_testkit::resident_pages(&mapped);
-    let resident_b = coldstart_testkit::resident_pages(&readf);
-    no_instances_left();
+    // A page read and then reclaimed before mincore looks (a DAMON pageout
+    // scheme does that on this project's machines, within milliseconds of
+    // the read) is missing from mincore's answer without anything being
+    // wrong; a page resident beyond the demanded ones is always a failure.
+    // So a start that left only fewer pages resident is traced again, at
+    // most twice more, into a fresh profile.
+    let mut attempts = 0;
+    let (resident, resident_b) = loop {
+        attempts += 1;
+        for stale in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{stale}", db.display()));
+        }
+        let out = run(
+            trace_cold(&db, &[&mapped, &readf], &["--read-ahead-kb", "0"])
+                .arg(&program)
+                .arg(&mapped)
+                .arg(&readf),
+        );
+        assert_eq!(json(&out)["exit_code"], 0);
+        assert_eq!(
+            device_read_ahead_kb(&mapped),
+            before,
+            "read_ahead_kb is restored"
+        );
+        let resident = coldstart_testkit::resident_pages(&mapped);
+        let resident_b = coldstart_testkit::resident_pages(&readf);
+        no_instances_left();
+        let only_fewer = resident.iter().all(|p| demanded.contains(p))
+            && resident_b.iter().all(|p| [20, 21].contains(p));
+        if attempts == 3 || !only_fewer || (resident == demanded && resident_b == [20, 21]) {
+            break (resident, resident_b);
+        }
+    };
 
     let report = json(&run(coldstart()
         .arg("report")
@@ -554,7 +573,6 @@ fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
         .arg("--pages")));
     assert_eq!(report["run"]["read_ahead_kb"], 0);
     assert_eq!(report["run"]["demand_reads"], true);
-    let demanded: Vec<u64> = (0..8).chain([3000]).collect();
     let m = file_entry(&report, &mapped);
     assert_eq!(extents_to_pages(&m["pages"]["read"]), demanded);
     assert_eq!(resident, demanded, "mincore agrees");
