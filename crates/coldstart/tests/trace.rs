@@ -531,6 +531,7 @@ fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
     } = files("demander", DEMANDER, 4000);
     let before = device_read_ahead_kb(&mapped);
     let demanded: Vec<u64> = (0..8).chain([3000]).collect();
+    let demanded_b: Vec<u64> = vec![20, 21];
 
     // A page read and then reclaimed before mincore looks (a DAMON pageout
     // scheme does that on this project's machines, within milliseconds of
@@ -559,9 +560,10 @@ fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
         let resident = coldstart_testkit::resident_pages(&mapped);
         let resident_b = coldstart_testkit::resident_pages(&readf);
         no_instances_left();
-        let only_fewer = resident.iter().all(|p| demanded.contains(p))
-            && resident_b.iter().all(|p| [20, 21].contains(p));
-        if attempts == 3 || !only_fewer || (resident == demanded && resident_b == [20, 21]) {
+        let beyond = resident.iter().any(|p| !demanded.contains(p))
+            || resident_b.iter().any(|p| !demanded_b.contains(p));
+        let fewer = resident.len() < demanded.len() || resident_b.len() < demanded_b.len();
+        if attempts == 3 || beyond || !fewer {
             break (resident, resident_b);
         }
     };
@@ -579,6 +581,6 @@ fn readahead_off_reads_exactly_the_demanded_pages_and_is_restored() {
     assert_eq!(m["pages_touched"], 9);
     assert_eq!(m["read_amplification"], 1.0);
     let r = file_entry(&report, &readf);
-    assert_eq!(extents_to_pages(&r["pages"]["read"]), vec![20, 21]);
-    assert_eq!(resident_b, vec![20, 21], "mincore agrees");
+    assert_eq!(extents_to_pages(&r["pages"]["read"]), demanded_b);
+    assert_eq!(resident_b, demanded_b, "mincore agrees");
 }
