@@ -453,6 +453,21 @@ impl Profile {
             }
             let mut insert = tx
                 .prepare_cached(
+                    "INSERT INTO path_lookups (run_id, t_ns, pid, call, path, missed)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(fail)?;
+            for l in &batch.path_lookups {
+                let (path, missed) = match &l.path {
+                    Ok(path) => (Some(path.as_str()), None),
+                    Err(why) => (None, Some(why.as_str())),
+                };
+                insert
+                    .execute(params![run, l.t_ns, l.pid, l.call, path, missed])
+                    .map_err(fail)?;
+            }
+            let mut insert = tx
+                .prepare_cached(
                     "INSERT OR REPLACE INTO lost_events (run_id, cpu, events) VALUES (?1, ?2, ?3)",
                 )
                 .map_err(fail)?;
@@ -942,6 +957,48 @@ impl Profile {
             .collect()
     }
 
+    /// The run's path lookups, in time order.
+    pub fn path_lookups(&self, run: RunId) -> Result<Vec<PathLookup>> {
+        type Raw = (i64, i64, i64, String, Option<String>, Option<String>);
+        let raw: Vec<Raw> = self.query(
+            "SELECT rowid, t_ns, pid, call, path, missed FROM path_lookups WHERE run_id = ?1
+             ORDER BY t_ns, rowid",
+            run,
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                    row.get(5)?,
+                ))
+            },
+        )?;
+        raw.into_iter()
+            .map(|(rowid, t_ns, pid, call, path, missed)| {
+                let checked = || -> std::result::Result<PathLookup, String> {
+                    let path = match (path, missed) {
+                        (Some(path), None) if path.starts_with('/') => Ok(path),
+                        (Some(path), None) => return Err(format!("path {path:?} is not absolute")),
+                        (None, Some(missed)) => Err(LookupMissed::parse(&missed)
+                            .ok_or_else(|| format!("unknown missed {missed:?}"))?),
+                        _ => return Err("exactly one of path and missed must be set".into()),
+                    };
+                    Ok(PathLookup {
+                        t_ns,
+                        pid: check::pid("pid", pid)?,
+                        call,
+                        path,
+                    })
+                };
+                checked().map_err(|detail| {
+                    self.bad_row(run, "path_lookups", format!("rowid {rowid}"), detail)
+                })
+            })
+            .collect()
+    }
+
     pub fn lost_events(&self, run: RunId) -> Result<Vec<LostEvents>> {
         let raw = self.query(
             "SELECT cpu, events FROM lost_events WHERE run_id = ?1 ORDER BY cpu",
@@ -1046,6 +1103,7 @@ pub struct Batch {
     /// Numbered in order of `t_begin_ns` after the run's earlier spans.
     pub loader_spans: Vec<LoaderSpan>,
     pub inode_loads: Vec<InodeLoad>,
+    pub path_lookups: Vec<PathLookup>,
 }
 
 impl Batch {

@@ -307,6 +307,52 @@ pub struct InodeLoad {
     pub file_id: FileId,
 }
 
+/// A name a task of the run handed to a file system call (open, stat,
+/// access, exec, ...), whether or not it existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PathLookup {
+    pub t_ns: i64,
+    /// The task that made the call.
+    pub pid: i32,
+    /// The system call, as its tracepoint names it.
+    pub call: String,
+    /// The name as an absolute path, or why it was not recorded.
+    pub path: Result<String, LookupMissed>,
+}
+
+/// Why a lookup's name was not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum LookupMissed {
+    /// The kernel could not copy it (its page was not present).
+    Unreadable,
+    TooLong,
+    /// Relative, and its directory could not be told.
+    Unresolved,
+    NotUtf8,
+}
+
+impl LookupMissed {
+    pub const ALL: [LookupMissed; 4] = [
+        LookupMissed::Unreadable,
+        LookupMissed::TooLong,
+        LookupMissed::Unresolved,
+        LookupMissed::NotUtf8,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LookupMissed::Unreadable => "unreadable",
+            LookupMissed::TooLong => "too long",
+            LookupMissed::Unresolved => "unresolved",
+            LookupMissed::NotUtf8 => "not utf-8",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<LookupMissed> {
+        LookupMissed::ALL.into_iter().find(|m| m.as_str() == text)
+    }
+}
+
 /// Events one CPU's trace buffer dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LostEvents {

@@ -8,7 +8,7 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// The `functions` table, in both the new-profile schema and the 2 -> 3
 /// migration, so the two cannot drift apart.
@@ -63,6 +63,23 @@ CREATE TABLE inode_loads (
     t_ns    INTEGER NOT NULL,             -- ns after the program was started
     pid     INTEGER NOT NULL,             -- task whose lookup waited for the read
     file_id INTEGER NOT NULL              -- files.id of the same run: the inode (its path when it could be resolved)
+);
+"#
+    };
+}
+
+/// The `path_lookups` table, in both the new-profile schema and the 6 -> 7
+/// migration.
+macro_rules! path_lookups_table {
+    () => {
+        r#"
+CREATE TABLE path_lookups (
+    run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    t_ns    INTEGER NOT NULL,             -- the call's entry, ns after the program was started
+    pid     INTEGER NOT NULL,             -- task that made the call
+    call    TEXT NOT NULL,                -- system call, as its tracepoint names it (openat, newfstatat, ...)
+    path    TEXT,                         -- the name, absolute; NULL when not recorded (see missed)
+    missed  TEXT                          -- NULL when recorded; else unreadable | too long | unresolved | not utf-8
 );
 "#
     };
@@ -197,7 +214,8 @@ CREATE TABLE lost_events (
     functions_table!(),
     loader_spans_table!(),
     probe_cost_columns!(),
-    inode_loads_table!()
+    inode_loads_table!(),
+    path_lookups_table!()
 );
 
 /// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
@@ -238,4 +256,6 @@ ALTER TABLE page_events_v2 RENAME TO page_events;
     probe_cost_columns!(),
     // 5 -> 6: inodes whose table blocks a start read from the disk.
     inode_loads_table!(),
+    // 6 -> 7: the names a start looked up.
+    path_lookups_table!(),
 ];

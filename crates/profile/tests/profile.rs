@@ -105,6 +105,20 @@ fn batch() -> Batch {
                 file_id: Batch::batch_file_id(0),
             },
         ],
+        path_lookups: vec![
+            PathLookup {
+                t_ns: 40,
+                pid: 100,
+                call: "openat".into(),
+                path: Ok("/usr/lib/libx.so".into()),
+            },
+            PathLookup {
+                t_ns: 3,
+                pid: 100,
+                call: "newfstatat".into(),
+                path: Err(LookupMissed::Unreadable),
+            },
+        ],
     }
 }
 
@@ -159,6 +173,10 @@ fn a_run_round_trips() {
     assert_eq!(profile.marks(run).unwrap()[0].name, "ready");
     assert_eq!(profile.processes(run).unwrap(), batch().processes);
     assert_eq!(profile.lost_events(run).unwrap().len(), 2);
+    let lookups = profile.path_lookups(run).unwrap();
+    assert_eq!(lookups.len(), 2);
+    assert_eq!(lookups[0].path, Err(LookupMissed::Unreadable), "time order");
+    assert_eq!(lookups[1], batch().path_lookups[0]);
     assert_eq!(
         profile.inode_loads(run).unwrap(),
         [
@@ -320,12 +338,12 @@ fn one_complete_run(path: &Path) -> RunId {
 /// Takes a current profile back to schema 3's layout: no loader spans, no
 /// `runs.loader` nor `runs.loader_hit_ns` (the last columns, so the others
 /// keep their places).
-const BEFORE_LOADER_SPANS: &str = "DROP TABLE inode_loads; DROP TABLE loader_spans; \
+const BEFORE_LOADER_SPANS: &str = "DROP TABLE path_lookups; DROP TABLE inode_loads; DROP TABLE loader_spans; \
     ALTER TABLE runs DROP COLUMN loader_hit_ns; ALTER TABLE runs DROP COLUMN loader;";
 
 /// Takes a current profile back to schema 4's layout: no probe hits per
 /// loader span, no calibrated cost per hit.
-const BEFORE_PROBE_COST: &str = "DROP TABLE inode_loads; \
+const BEFORE_PROBE_COST: &str = "DROP TABLE path_lookups; DROP TABLE inode_loads; \
     ALTER TABLE loader_spans DROP COLUMN probe_hits; \
     ALTER TABLE runs DROP COLUMN loader_hit_ns;";
 
@@ -412,6 +430,7 @@ fn writes_check_references_and_batches_append_in_order() {
     more.marks.clear();
     more.lost.clear();
     more.inode_loads.clear();
+    more.path_lookups.clear();
     more.page_events[0].file_id = ids[0];
     more.page_events[0].t_ns = 0;
     more.page_events[1].file_id = ids[1];
@@ -979,7 +998,10 @@ fn a_schema_5_profile_gains_the_inode_loads_table() {
     let run = one_complete_run(&path);
     Connection::open(&path)
         .unwrap()
-        .execute_batch("BEGIN; DROP TABLE inode_loads; PRAGMA user_version = 5; COMMIT;")
+        .execute_batch(
+            "BEGIN; DROP TABLE path_lookups; DROP TABLE inode_loads; \
+             PRAGMA user_version = 5; COMMIT;",
+        )
         .unwrap();
 
     let mut p = Profile::create_or_open(&path).unwrap();
@@ -993,6 +1015,30 @@ fn a_schema_5_profile_gains_the_inode_loads_table() {
     let fresh = dir.path().join("fresh.db");
     drop(Profile::create_or_open(&fresh).unwrap());
     let pragma = "table_xinfo(inode_loads)";
+    assert_eq!(shape(&path, pragma), shape(&fresh, pragma));
+}
+
+#[test]
+fn a_schema_6_profile_gains_the_path_lookups_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v6.db");
+    let run = one_complete_run(&path);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("BEGIN; DROP TABLE path_lookups; PRAGMA user_version = 6; COMMIT;")
+        .unwrap();
+
+    let mut p = Profile::create_or_open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(p.path_lookups(run).unwrap(), [], "a v6 run has none");
+    assert_eq!(p.inode_loads(run).unwrap().len(), 2, "its inode loads kept");
+    let next = p.begin_run(&start()).unwrap();
+    p.write(next, &batch()).unwrap();
+    assert_eq!(p.path_lookups(next).unwrap().len(), 2);
+
+    let fresh = dir.path().join("fresh.db");
+    drop(Profile::create_or_open(&fresh).unwrap());
+    let pragma = "table_xinfo(path_lookups)";
     assert_eq!(shape(&path, pragma), shape(&fresh, pragma));
 }
 

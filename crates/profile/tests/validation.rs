@@ -83,6 +83,12 @@ fn write_profile(path: &Path) -> RunId {
                     pid: 100,
                     file_id: Batch::batch_file_id(0),
                 }],
+                path_lookups: vec![PathLookup {
+                    t_ns: 4,
+                    pid: 100,
+                    call: "openat".into(),
+                    path: Ok("/etc/hosts".into()),
+                }],
                 loader_spans: vec![
                     LoaderSpan {
                         pid: 100,
@@ -332,6 +338,21 @@ fn files_processes_and_other_rows_are_refused_by_row() {
         "UPDATE inode_loads SET pid = -7",
         |p, run| p.inode_loads(run).map(drop),
         "inode_loads row rowid 1: pid -7 is not a task id (0 to 4194304)",
+    );
+    assert_refused(
+        "UPDATE path_lookups SET path = 'etc/hosts'",
+        |p, run| p.path_lookups(run).map(drop),
+        "path_lookups row rowid 1: path \"etc/hosts\" is not absolute",
+    );
+    assert_refused(
+        "UPDATE path_lookups SET missed = 'unreadable'",
+        |p, run| p.path_lookups(run).map(drop),
+        "path_lookups row rowid 1: exactly one of path and missed must be set",
+    );
+    assert_refused(
+        "UPDATE path_lookups SET path = NULL, missed = 'lost'",
+        |p, run| p.path_lookups(run).map(drop),
+        "path_lookups row rowid 1: unknown missed \"lost\"",
     );
     assert_refused(
         "UPDATE lost_events SET events = -3",
