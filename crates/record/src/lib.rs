@@ -8,6 +8,7 @@
 pub mod function_records;
 pub mod functions;
 pub mod loader;
+pub mod names;
 pub mod paths;
 pub mod trace;
 pub mod tracefs;

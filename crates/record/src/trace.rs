@@ -10,6 +10,7 @@ use crate::loader::calibrate;
 use crate::loader::probes::{LoaderProbes, NoProbes};
 use crate::loader::spans::SpanAssembly;
 use crate::loader::{self};
+use crate::names::{Missed, NameRecorder, Recorded};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
 use crate::tracefs::events::{
@@ -20,8 +21,9 @@ use crate::tracefs::instance::{self, Instance, TraceError};
 use crate::tracefs::ringbuf;
 use crate::tracefs::uprobes::{self, Uprobes};
 use coldstart_profile::{
-    Batch, CacheMode, EndReason, InodeLoad, LoaderSpan, LostEvents, Mark, NewFile, PageEvent,
-    PageEventKind, Process, Profile, Readahead, ReadaheadKind, RunEnd, RunId, RunStart,
+    Batch, CacheMode, EndReason, InodeLoad, LoaderSpan, LookupMissed, LostEvents, Mark, NewFile,
+    PageEvent, PageEventKind, PathLookup, Process, Profile, Readahead, ReadaheadKind, RunEnd,
+    RunId, RunStart,
 };
 use coldstart_system::build_id::build_id;
 use coldstart_system::cache;
@@ -146,6 +148,21 @@ pub struct TraceSummary {
     /// CLOCK_MONOTONIC just before the program started: run times are
     /// relative to it.
     pub start_monotonic_ns: i64,
+    /// The names the tree looked up, when they could be recorded.
+    pub lookups: Option<LookupCounts>,
+}
+
+/// How many names the traced tree looked up, and how many of them the
+/// recorder could not record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LookupCounts {
+    pub recorded: usize,
+    pub unreadable: usize,
+    pub unresolved: usize,
+    /// Too long, or not UTF-8.
+    pub other: usize,
+    /// Machine-wide: records the ring buffer had no room for.
+    pub dropped: u64,
 }
 
 /// Traces one run of the program into `profile`.
@@ -204,7 +221,10 @@ pub fn trace(
             .map(|p| p.counts_lookups()),
     );
     let end = run_end(ending, exit, t0, root_pid);
-    let batch = with_end_marks(assembled.batch, captured.lost, &end);
+    let mut batch = with_end_marks(assembled.batch, captured.lost, &end);
+    let lookups = captured
+        .names
+        .map(|recorded| add_path_lookups(&mut batch, recorded, t0));
     let summary = TraceSummary {
         run,
         reason: end.end_reason,
@@ -220,6 +240,7 @@ pub fn trace(
         pages_read_by_tree: assembled.pages_read_by_tree,
         warmup_ns,
         start_monotonic_ns: t0,
+        lookups,
     };
     profile.write(run, &batch)?;
     profile.end_run(run, &end)?;
@@ -344,6 +365,7 @@ struct Tracer {
     // closed before the instance can be removed.
     readers: Readers,
     watcher: Option<OpenWatcher>,
+    names: Option<NameRecorder>,
     instance: Instance,
     /// After the instance: probes enabled in it cannot be removed before.
     uprobes: Option<Uprobes>,
@@ -359,6 +381,7 @@ struct Captured {
     trace_bytes: u64,
     lost: Vec<LostEvents>,
     opens: HashMap<FileIdentity, SeenFile>,
+    names: Option<Recorded>,
     decoder: Decoder,
     header: HeaderPage,
 }
@@ -393,10 +416,12 @@ impl Tracer {
             .or_else(|_| HeaderPage::read(&root.join("events")))?;
         let subbuf_size = header.data_offset + header.data_size;
         let watcher = start_open_watcher(stage);
+        let names = start_name_recorder(root, stage);
         let readers = Readers::start(&instance, subbuf_size, options.buffer_kb_per_cpu)?;
         Ok(Tracer {
             readers,
             watcher,
+            names,
             instance,
             uprobes,
             loader_hit_ns,
@@ -411,12 +436,14 @@ impl Tracer {
         let Tracer {
             readers,
             watcher,
+            names,
             instance,
             uprobes,
             decoder,
             header,
             ..
         } = self;
+        let names = names.map(NameRecorder::finish);
         let buffers = readers.finish();
         let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
         let lost: Vec<LostEvents> = instance
@@ -435,6 +462,7 @@ impl Tracer {
             trace_bytes,
             lost,
             opens,
+            names,
             decoder,
             header,
         }
@@ -547,6 +575,79 @@ fn start_open_watcher(stage: &mut impl FnMut(Stage)) -> Option<OpenWatcher> {
             None
         }
     }
+}
+
+/// The name recorder, or `None` with a warning: the plan then warms only
+/// the inodes the trace saw loaded.
+fn start_name_recorder(root: &Path, stage: &mut impl FnMut(Stage)) -> Option<NameRecorder> {
+    match NameRecorder::start(root) {
+        Ok(recorder) => Some(recorder),
+        Err(e) => {
+            stage(Stage::Warning(format!(
+                "cannot record the names the program looks up ({e}); \
+                 plans will warm only the inodes the trace saw read"
+            )));
+            None
+        }
+    }
+}
+
+/// Adds the tree's recorded names to the batch (times made relative to
+/// `t0`) and counts them.
+fn add_path_lookups(batch: &mut Batch, recorded: Recorded, t0: i64) -> LookupCounts {
+    let tree: HashSet<i32> = batch
+        .processes
+        .iter()
+        .filter(|p| p.in_tree)
+        .map(|p| p.pid)
+        .collect();
+    let mut counts = LookupCounts {
+        dropped: recorded.dropped,
+        ..LookupCounts::default()
+    };
+    let mut lookups: Vec<PathLookup> = Vec::new();
+    for name in recorded.names.into_iter().filter(|n| tree.contains(&n.tid)) {
+        counts.recorded += 1;
+        lookups.push(PathLookup {
+            t_ns: name.t_ns - t0,
+            pid: name.tid,
+            call: name.call.to_string(),
+            path: Ok(name.path),
+        });
+    }
+    for missed in recorded
+        .missed
+        .into_iter()
+        .filter(|m| tree.contains(&m.tid))
+    {
+        let why = match missed.why {
+            Missed::Unreadable => {
+                counts.unreadable += 1;
+                LookupMissed::Unreadable
+            }
+            Missed::Unresolved => {
+                counts.unresolved += 1;
+                LookupMissed::Unresolved
+            }
+            Missed::TooLong => {
+                counts.other += 1;
+                LookupMissed::TooLong
+            }
+            Missed::NotUtf8 => {
+                counts.other += 1;
+                LookupMissed::NotUtf8
+            }
+        };
+        lookups.push(PathLookup {
+            t_ns: missed.t_ns - t0,
+            pid: missed.tid,
+            call: missed.call.to_string(),
+            path: Err(why),
+        });
+    }
+    lookups.sort_by_key(|l| l.t_ns);
+    batch.path_lookups = lookups;
+    counts
 }
 
 /// What the profile records about the run before it starts.
@@ -1186,6 +1287,7 @@ impl RunAssembly<'_> {
                 lost: Vec::new(),
                 loader_spans,
                 inode_loads: self.inode_loads,
+                path_lookups: Vec::new(),
             },
             pages_read: self.pages_read,
             pages_read_by_tree: self.pages_read_by_tree,

@@ -31,10 +31,27 @@ pub struct Summary {
     pub read_amplification: Option<f64>,
     pub events: usize,
     pub lost_events: u64,
+    /// The names the tree looked up; absent when they could not be recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookups: Option<Lookups>,
     pub top_files: Vec<TopFile>,
     /// With --functions: what the instrumentation recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub functions: Option<FunctionsSummary>,
+}
+
+/// Names looked up by the traced tree, and those the recorder missed.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Lookups {
+    pub recorded: usize,
+    /// The kernel could not copy the name (its page was not present yet).
+    pub unreadable: usize,
+    /// Relative to a directory that could not be told.
+    pub unresolved: usize,
+    /// Too long or not UTF-8.
+    pub other: usize,
+    /// Machine-wide records the recorder's buffer had no room for.
+    pub dropped: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -72,6 +89,13 @@ impl Summary {
             read_amplification: report.totals.read_amplification,
             events: traced.events,
             lost_events: traced.lost_events,
+            lookups: traced.lookups.map(|l| Lookups {
+                recorded: l.recorded,
+                unreadable: l.unreadable,
+                unresolved: l.unresolved,
+                other: l.other,
+                dropped: l.dropped,
+            }),
             top_files: report
                 .files
                 .iter()
@@ -128,6 +152,27 @@ pub fn render(s: &Summary) -> String {
         "  files            {} ({} without a path, {} read only by other processes)",
         s.files, s.unresolved_files, s.outside_files
     );
+    if let Some(l) = &s.lookups {
+        let missed = l.unreadable + l.unresolved + l.other;
+        let _ = write!(out, "  names looked up  {}", l.recorded);
+        if missed > 0 || l.dropped > 0 {
+            let mut parts = Vec::new();
+            for (n, what) in [
+                (l.unreadable, "in pages not yet present"),
+                (l.unresolved, "relative to an unknown directory"),
+                (l.other, "too long or not UTF-8"),
+            ] {
+                if n > 0 {
+                    parts.push(format!("{n} {what}"));
+                }
+            }
+            if l.dropped > 0 {
+                parts.push(format!("{} dropped machine-wide (buffer full)", l.dropped));
+            }
+            let _ = write!(out, " ({missed} not recorded: {})", parts.join(", "));
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "  read into cache  {}", human_bytes(s.bytes_read));
     let _ = writeln!(
         out,
@@ -187,6 +232,13 @@ mod tests {
             read_amplification: Some(4.0),
             events: 99,
             lost_events: 0,
+            lookups: Some(Lookups {
+                recorded: 843,
+                unreadable: 10,
+                unresolved: 2,
+                other: 0,
+                dropped: 0,
+            }),
             top_files: vec![TopFile {
                 path: "/bin/app".into(),
                 bytes_read: 2048,
@@ -208,6 +260,7 @@ mod tests {
              \x20 processes        2\n\
              \x20 functions        30 first calls from 2 processes (1 unnamed, 0 calls dropped)\n\
              \x20 files            3 (1 without a path, 0 read only by other processes)\n\
+             \x20 names looked up  843 (12 not recorded: 10 in pages not yet present, 2 relative to an unknown directory)\n\
              \x20 read into cache  2.0 KiB\n\
              \x20 touched          512 B   (read amplification 4.0x)\n\
              \x20 read requests    7\n\

@@ -1,0 +1,1004 @@
+//! The names a traced start looks up: every path handed to a file system
+//! call (open, stat, access, readlink, exec, mkdir, unlink, rename, ...),
+//! the ones that do not exist included.
+//!
+//! A lookup walks directories and reads inodes, and when those are not
+//! cached the program waits for the disk while no file page is read, so a
+//! page trace cannot show it, and the trace events carry only the address
+//! of the name, not the name. A small BPF program on each call's
+//! `syscalls/sys_enter_*` tracepoint copies the name out of the caller's
+//! memory into a BPF ring buffer, which a thread here drains while the
+//! program runs. Relative names are made absolute at once from
+//! /proc/TID/cwd or /proc/TID/fd/DFD.
+//!
+//! Nothing outlives the recorder: the programs are attached through perf
+//! event descriptors and the kernel detaches them when those close, on
+//! every exit path, a killed coldstart included.
+//!
+//! What the kernel cannot copy is counted, not guessed: a name in a page
+//! the program has not touched yet (the copy may not fault), a name longer
+//! than [`NAME_BYTES`], a record the ring buffer had no room for.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+/// The calls recorded: (tracepoint, field holding a name, field holding
+/// the directory descriptor it is relative to). A call this kernel has no
+/// tracepoint for, or whose fields differ, is left out; `openat` must be
+/// there. The second name of rename and link calls is their own entry.
+/// symlink's first name is the link's text, not a lookup, so only its
+/// second is recorded.
+pub const CALLS: &[(&str, &str, Option<&str>)] = &[
+    ("openat", "filename", Some("dfd")),
+    ("openat2", "filename", Some("dfd")),
+    ("open", "filename", None),
+    ("creat", "pathname", None),
+    ("newfstatat", "filename", Some("dfd")),
+    ("statx", "filename", Some("dfd")),
+    ("newstat", "filename", None),
+    ("newlstat", "filename", None),
+    ("access", "filename", None),
+    ("faccessat", "filename", Some("dfd")),
+    ("faccessat2", "filename", Some("dfd")),
+    ("readlink", "path", None),
+    ("readlinkat", "pathname", Some("dfd")),
+    ("execve", "filename", None),
+    ("execveat", "filename", Some("fd")),
+    ("statfs", "pathname", None),
+    ("chdir", "filename", None),
+    ("mkdir", "pathname", None),
+    ("mkdirat", "pathname", Some("dfd")),
+    ("rmdir", "pathname", None),
+    ("unlink", "pathname", None),
+    ("unlinkat", "pathname", Some("dfd")),
+    ("rename", "oldname", None),
+    ("rename", "newname", None),
+    ("renameat", "oldname", Some("olddfd")),
+    ("renameat", "newname", Some("newdfd")),
+    ("renameat2", "oldname", Some("olddfd")),
+    ("renameat2", "newname", Some("newdfd")),
+    ("link", "oldname", None),
+    ("link", "newname", None),
+    ("linkat", "oldname", Some("olddfd")),
+    ("linkat", "newname", Some("newdfd")),
+    ("symlink", "newname", None),
+    ("symlinkat", "newname", Some("newdfd")),
+    ("mknod", "filename", None),
+    ("mknodat", "filename", Some("dfd")),
+    ("truncate", "path", None),
+    ("chmod", "filename", None),
+    ("fchmodat", "filename", Some("dfd")),
+    ("chown", "filename", None),
+    ("lchown", "filename", None),
+    ("fchownat", "filename", Some("dfd")),
+    ("utimensat", "filename", Some("dfd")),
+    ("getxattr", "pathname", None),
+    ("lgetxattr", "pathname", None),
+    ("listxattr", "pathname", None),
+    ("llistxattr", "pathname", None),
+    ("inotify_add_watch", "pathname", None),
+];
+
+/// Calls that take AT_EMPTY_PATH, and the field holding their flags: with
+/// it, an empty name means the descriptor itself (glibc's fstat is
+/// `fstatat(fd, "", AT_EMPTY_PATH)`), and when that "" sits in a page not
+/// yet present the copy fails without it being a name at all.
+const FLAG_FIELDS: &[(&str, &str)] = &[
+    ("newfstatat", "flag"),
+    ("statx", "flags"),
+    ("fchownat", "flag"),
+    ("execveat", "flags"),
+    ("utimensat", "flags"),
+    ("faccessat2", "flags"),
+    ("linkat", "flags"),
+];
+
+/// `AT_EMPTY_PATH`.
+const AT_EMPTY_PATH: i32 = 0x1000;
+
+/// Calls whose results the recorder follows, from their exit tracepoints:
+/// the descriptors opens return and the directory a chdir enters, so names
+/// relative to them resolve as they did in the call even when the
+/// descriptor is closed (or the process gone) by the time the record is
+/// drained.
+pub const EXITS: &[&str] = &["openat", "openat2", "open", "creat", "chdir"];
+
+/// Exit records carry `EXIT_BASE` + their index in [`EXITS`] as the call.
+const EXIT_BASE: i32 = 0x1000;
+
+/// The size of an exit record: time, pid_tgid, call, unused, result.
+const EXIT_RECORD_BYTES: i32 = 32;
+
+/// The longest name copied, its terminating NUL included. Longer names are
+/// counted as such and left out.
+pub const NAME_BYTES: usize = 512;
+
+/// One record in the ring buffer: time (CLOCK_MONOTONIC ns), pid_tgid
+/// (tgid << 32 | tid), the call's index in [`CALLS`], the directory
+/// descriptor, the copy's result (bytes with the NUL, or -errno), the
+/// call's flags (0 when it has none in [`FLAG_FIELDS`]), then the name.
+const RECORD_BYTES: usize = 32 + NAME_BYTES;
+
+/// The ring buffer's size: a power of two, about 15,000 records, far more
+/// than a start makes between two drains.
+const RING_BYTES: usize = 8 << 20;
+
+/// `AT_FDCWD`, as the recorded directory descriptor of calls without one.
+const AT_FDCWD: i32 = -100;
+
+/// A name one of the program's tasks looked up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedName {
+    /// CLOCK_MONOTONIC ns at the call's entry.
+    pub t_ns: i64,
+    /// The task (thread) that made the call.
+    pub tid: i32,
+    /// Its process.
+    pub tgid: i32,
+    /// The system call, as its tracepoint names it ("openat", ...).
+    pub call: &'static str,
+    /// The name as an absolute path (relative ones joined to the task's
+    /// working directory or directory descriptor when recorded).
+    pub path: String,
+}
+
+/// A name the recorder could not record, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissedName {
+    /// CLOCK_MONOTONIC ns at the call's entry.
+    pub t_ns: i64,
+    pub tid: i32,
+    pub tgid: i32,
+    pub call: &'static str,
+    pub why: Missed,
+}
+
+/// Why a name is not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Missed {
+    /// The kernel could not copy the name: the page holding it was not
+    /// present (the copy may not fault), or the pointer was bad.
+    Unreadable,
+    /// Longer than [`NAME_BYTES`].
+    TooLong,
+    /// Relative, and the task's directory or descriptor was gone (or not a
+    /// directory) when the record was drained.
+    Unresolved,
+    /// Not UTF-8.
+    NotUtf8,
+}
+
+/// What a recorder recorded, and what it could not.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    /// In the order the calls were made on each CPU, drained in turn.
+    pub names: Vec<RecordedName>,
+    pub missed: Vec<MissedName>,
+    /// Records the full ring buffer had no room for, machine-wide.
+    pub dropped: u64,
+}
+
+/// Records names until finished.
+pub struct NameRecorder {
+    /// The programs' attachments; closing them detaches the programs.
+    _attached: Vec<OwnedFd>,
+    drops: OwnedFd,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Recorded>>,
+    /// Calls this kernel has no usable tracepoint for.
+    pub missing_calls: Vec<&'static str>,
+}
+
+impl NameRecorder {
+    /// Attaches a program to each call's entry tracepoint under the
+    /// tracefs root `root` and starts draining. Names looked up by this
+    /// process itself are not recorded.
+    pub fn start(root: &Path) -> io::Result<NameRecorder> {
+        let ring = create_map(BPF_MAP_TYPE_RINGBUF, 0, 0, RING_BYTES as u32)?;
+        let drops = create_map(BPF_MAP_TYPE_ARRAY, 4, 8, 1)?;
+        let own_tgid = std::process::id();
+        let mut attached = Vec::new();
+        let mut missing_calls = Vec::new();
+        for (index, &(call, name_field, dfd_field)) in CALLS.iter().enumerate() {
+            let dir = root
+                .join("events/syscalls")
+                .join(format!("sys_enter_{call}"));
+            let flags_field = FLAG_FIELDS.iter().find(|f| f.0 == call).map(|f| f.1);
+            let Some(layout) = layout(&dir, name_field, dfd_field, flags_field) else {
+                if !missing_calls.contains(&call) {
+                    missing_calls.push(call);
+                }
+                continue;
+            };
+            let program = program(&layout, index as i32, own_tgid, &ring, &drops);
+            let program = load_program(&program).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("loading the name recorder's program for {call}: {e}"),
+                )
+            })?;
+            attached.push(attach(layout.id, &program)?);
+        }
+        for (index, &call) in EXITS.iter().enumerate() {
+            let dir = root
+                .join("events/syscalls")
+                .join(format!("sys_exit_{call}"));
+            let Some((id, ret_offset)) = exit_layout(&dir) else {
+                continue;
+            };
+            let program = exit_program(
+                ret_offset,
+                EXIT_BASE + index as i32,
+                own_tgid,
+                &ring,
+                &drops,
+            );
+            let program = load_program(&program).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("loading the name recorder's program for {call}'s exit: {e}"),
+                )
+            })?;
+            attached.push(attach(id, &program)?);
+        }
+        if missing_calls.contains(&"openat") {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this kernel has no syscalls/sys_enter_openat tracepoint",
+            ));
+        }
+        let reader = RingReader::map(ring)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("coldstart-names".into())
+                .spawn(move || drain_until(reader, &stop))?
+        };
+        Ok(NameRecorder {
+            _attached: attached,
+            drops,
+            stop,
+            thread: Some(thread),
+            missing_calls,
+        })
+    }
+
+    /// Detaches the programs, drains what is left and returns the names
+    /// in the order they were recorded.
+    pub fn finish(mut self) -> Recorded {
+        self._attached.clear();
+        self.stop.store(true, Ordering::Release);
+        let mut recorded = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        recorded.dropped = lookup_u64(&self.drops, 0).unwrap_or(0);
+        recorded
+    }
+}
+
+impl Drop for NameRecorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Where a call's tracepoint keeps what the program needs.
+struct Layout {
+    id: u64,
+    name_offset: i16,
+    dfd_offset: Option<i16>,
+    flags_offset: Option<i16>,
+}
+
+/// The tracepoint's id and field offsets from its `format`, when it has a
+/// `const char *` name field and (if named) an 8-byte descriptor field.
+fn layout(
+    dir: &Path,
+    name_field: &str,
+    dfd_field: Option<&str>,
+    flags_field: Option<&str>,
+) -> Option<Layout> {
+    let id = fs::read_to_string(dir.join("id"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let format = fs::read_to_string(dir.join("format")).ok()?;
+    let field = |wanted: &str| -> Option<(String, i16, u32)> {
+        format.lines().find_map(|line| {
+            let line = line.trim().strip_prefix("field:")?;
+            let mut parts = line.split(';').map(str::trim);
+            let declaration = parts.next()?;
+            let offset = parts.next()?.strip_prefix("offset:")?.parse().ok()?;
+            let size = parts.next()?.strip_prefix("size:")?.parse().ok()?;
+            let (ty, name) = declaration.rsplit_once(' ')?;
+            (name == wanted).then(|| (ty.trim().to_string(), offset, size))
+        })
+    };
+    let (ty, name_offset, size) = field(name_field)?;
+    if ty.replace(' ', "") != "constchar*" || size != 8 {
+        return None;
+    }
+    let dfd_offset = match dfd_field {
+        Some(wanted) => {
+            let (_, offset, size) = field(wanted)?;
+            if size != 8 {
+                return None;
+            }
+            Some(offset)
+        }
+        None => None,
+    };
+    let flags_offset = match flags_field {
+        Some(wanted) => {
+            let (_, offset, size) = field(wanted)?;
+            if size != 8 {
+                return None;
+            }
+            Some(offset)
+        }
+        None => None,
+    };
+    Some(Layout {
+        id,
+        name_offset,
+        dfd_offset,
+        flags_offset,
+    })
+}
+
+/// An exit tracepoint's id and the offset of its 8-byte `ret`.
+fn exit_layout(dir: &Path) -> Option<(u64, i16)> {
+    let id = fs::read_to_string(dir.join("id"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let format = fs::read_to_string(dir.join("format")).ok()?;
+    let line = format.lines().find(|l| l.contains("field:long ret;"))?;
+    let offset = line
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("offset:"))?;
+    let size = line
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("size:"))?;
+    (size == "8").then_some(())?;
+    Some((id, offset.parse().ok()?))
+}
+
+// The BPF interface, as linux/bpf.h defines it.
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_MAP_TYPE_RINGBUF: u32 = 27;
+const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+const HELPER_KTIME_GET_NS: i32 = 5;
+const HELPER_GET_CURRENT_PID_TGID: i32 = 14;
+const HELPER_PROBE_READ_USER_STR: i32 = 114;
+const HELPER_RINGBUF_RESERVE: i32 = 131;
+const HELPER_RINGBUF_SUBMIT: i32 = 132;
+const RINGBUF_BUSY: u32 = 1 << 31;
+const RINGBUF_DISCARD: u32 = 1 << 30;
+const RINGBUF_HEADER: usize = 8;
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
+
+/// One BPF instruction, as the kernel reads it.
+#[derive(Clone, Copy)]
+struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: (src << 4) | dst,
+        off,
+        imm,
+    }
+}
+
+// The few instruction forms the program needs.
+fn mov_reg(dst: u8, src: u8) -> Insn {
+    insn(0xbf, dst, src, 0, 0)
+}
+fn mov_imm(dst: u8, imm: i32) -> Insn {
+    insn(0xb7, dst, 0, 0, imm)
+}
+fn add_imm(dst: u8, imm: i32) -> Insn {
+    insn(0x07, dst, 0, 0, imm)
+}
+fn rsh_imm(dst: u8, imm: i32) -> Insn {
+    insn(0x77, dst, 0, 0, imm)
+}
+fn load_u64(dst: u8, src: u8, off: i16) -> Insn {
+    insn(0x79, dst, src, off, 0)
+}
+fn store_u64(dst: u8, off: i16, src: u8) -> Insn {
+    insn(0x7b, dst, src, off, 0)
+}
+fn store_u32(dst: u8, off: i16, src: u8) -> Insn {
+    insn(0x63, dst, src, off, 0)
+}
+fn store_u32_imm(dst: u8, off: i16, imm: i32) -> Insn {
+    insn(0x62, dst, 0, off, imm)
+}
+fn atomic_add_u64(dst: u8, off: i16, src: u8) -> Insn {
+    insn(0xdb, dst, src, off, 0)
+}
+fn jump_if_eq(dst: u8, imm: i32, off: i16) -> Insn {
+    insn(0x15, dst, 0, off, imm)
+}
+fn call(helper: i32) -> Insn {
+    insn(0x85, 0, 0, 0, helper)
+}
+fn exit() -> Insn {
+    insn(0x95, 0, 0, 0, 0)
+}
+/// Two instructions loading a map's descriptor (BPF_PSEUDO_MAP_FD).
+fn load_map(dst: u8, map: &OwnedFd) -> [Insn; 2] {
+    [insn(0x18, dst, 1, 0, map.as_raw_fd()), insn(0, 0, 0, 0, 0)]
+}
+
+/// The program for one call: skip this process's own calls; reserve a
+/// record (or count a drop), fill it, copy the name, submit.
+fn program(
+    layout: &Layout,
+    call_index: i32,
+    own_tgid: u32,
+    ring: &OwnedFd,
+    drops: &OwnedFd,
+) -> Vec<Insn> {
+    let mut p = Vec::new();
+    let jumps = reserve(&mut p, RECORD_BYTES as i32, call_index, own_tgid, ring);
+    match layout.dfd_offset {
+        Some(offset) => p.extend([load_u64(1, 6, offset), store_u32(8, 20, 1)]),
+        None => p.push(store_u32_imm(8, 20, AT_FDCWD)),
+    }
+    match layout.flags_offset {
+        Some(offset) => p.extend([load_u64(1, 6, offset), store_u32(8, 28, 1)]),
+        None => p.push(store_u32_imm(8, 28, 0)),
+    }
+    p.extend([
+        load_u64(3, 6, layout.name_offset),
+        mov_reg(1, 8),
+        add_imm(1, 32),
+        mov_imm(2, NAME_BYTES as i32),
+        call(HELPER_PROBE_READ_USER_STR),
+        store_u32(8, 24, 0),
+        mov_reg(1, 8),
+        mov_imm(2, 0),
+        call(HELPER_RINGBUF_SUBMIT),
+        mov_imm(0, 0),
+        exit(),
+    ]);
+    count_drop(p, jumps, drops)
+}
+
+/// The program for one call's exit: the record's result is the call's.
+fn exit_program(
+    ret_offset: i16,
+    call_index: i32,
+    own_tgid: u32,
+    ring: &OwnedFd,
+    drops: &OwnedFd,
+) -> Vec<Insn> {
+    let mut p = Vec::new();
+    let jumps = reserve(&mut p, EXIT_RECORD_BYTES, call_index, own_tgid, ring);
+    p.extend([
+        load_u64(1, 6, ret_offset),
+        store_u32(8, 24, 1),
+        mov_reg(1, 8),
+        mov_imm(2, 0),
+        call(HELPER_RINGBUF_SUBMIT),
+        mov_imm(0, 0),
+        exit(),
+    ]);
+    count_drop(p, jumps, drops)
+}
+
+/// Where [`reserve`]'s two forward jumps sit: skipping this process's own
+/// calls, and a full ring buffer.
+struct Jumps {
+    skip_own: usize,
+    full: usize,
+}
+
+/// Starts a program: r6 = the context; returns unless the caller is another
+/// process; reserves `bytes` of the ring buffer into r8 and fills in the
+/// time, pid_tgid (also kept in r7) and `call_index`.
+fn reserve(p: &mut Vec<Insn>, bytes: i32, call_index: i32, own_tgid: u32, ring: &OwnedFd) -> Jumps {
+    p.extend([
+        mov_reg(6, 1),
+        call(HELPER_GET_CURRENT_PID_TGID),
+        mov_reg(7, 0),
+        mov_reg(1, 0),
+        rsh_imm(1, 32),
+    ]);
+    let skip_own = p.len();
+    p.push(jump_if_eq(1, own_tgid as i32, 0)); // to the end, patched below
+    p.extend(load_map(1, ring));
+    p.extend([
+        mov_imm(2, bytes),
+        mov_imm(3, 0),
+        call(HELPER_RINGBUF_RESERVE),
+    ]);
+    let full = p.len();
+    p.push(jump_if_eq(0, 0, 0)); // to the drop count, patched below
+    p.extend([
+        mov_reg(8, 0),
+        store_u64(8, 8, 7),
+        call(HELPER_KTIME_GET_NS),
+        store_u64(8, 0, 0),
+        store_u32_imm(8, 16, call_index),
+    ]);
+    Jumps { skip_own, full }
+}
+
+/// Ends a program: counts a drop in the drops map, returns 0; patches the
+/// jumps of [`reserve`] to here.
+fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &OwnedFd) -> Vec<Insn> {
+    let Jumps { skip_own, full } = jumps;
+    let drop_count = p.len();
+    p.extend([
+        mov_imm(1, 0),
+        store_u32(10, -4, 1),
+        mov_reg(2, 10),
+        add_imm(2, -4),
+    ]);
+    p.extend(load_map(1, drops));
+    p.extend([call(HELPER_MAP_LOOKUP_ELEM)]);
+    let no_slot = p.len();
+    p.push(jump_if_eq(0, 0, 0)); // to the end, patched below
+    p.extend([mov_imm(1, 1), atomic_add_u64(0, 0, 1)]);
+    let end = p.len();
+    p.extend([mov_imm(0, 0), exit()]);
+    let to = |from: usize, target: usize| (target - from - 1) as i16;
+    p[skip_own].off = to(skip_own, end);
+    p[full].off = to(full, drop_count);
+    p[no_slot].off = to(no_slot, end);
+    p
+}
+
+/// The `bpf(2)` system call with an attribute block of `attr`'s size.
+fn bpf(command: libc::c_long, attr: &mut [u64]) -> io::Result<i32> {
+    // SAFETY: the attribute block is valid for its length; the kernel
+    // reads and writes at most that many bytes.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            command,
+            attr.as_mut_ptr(),
+            std::mem::size_of_val(attr),
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as i32)
+    }
+}
+
+/// Puts two u32 fields into one u64 word of an attribute block (little
+/// or big endian alike: field order in memory is what counts).
+fn pair(first: u32, second: u32) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes[..4].copy_from_slice(&first.to_ne_bytes());
+    bytes[4..].copy_from_slice(&second.to_ne_bytes());
+    u64::from_ne_bytes(bytes)
+}
+
+fn owned(fd: i32) -> OwnedFd {
+    // SAFETY: fd was just returned to us by the kernel and is ours alone.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn create_map(map_type: u32, key_size: u32, value_size: u32, entries: u32) -> io::Result<OwnedFd> {
+    // map_type, key_size, value_size, max_entries, map_flags, ...
+    let mut attr = [0u64; 16];
+    attr[0] = pair(map_type, key_size);
+    attr[1] = pair(value_size, entries);
+    bpf(BPF_MAP_CREATE, &mut attr)
+        .map(owned)
+        .map_err(|e| io::Error::new(e.kind(), format!("creating a BPF map: {e}")))
+}
+
+fn lookup_u64(map: &OwnedFd, key: u32) -> io::Result<u64> {
+    let mut value = 0u64;
+    // map_fd, pad, key, value, flags
+    let mut attr = [0u64; 4];
+    attr[0] = pair(map.as_raw_fd() as u32, 0);
+    attr[1] = &key as *const u32 as u64;
+    attr[2] = &mut value as *mut u64 as u64;
+    bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
+    Ok(value)
+}
+
+fn load_program(insns: &[Insn]) -> io::Result<OwnedFd> {
+    let mut code = Vec::with_capacity(insns.len() * 8);
+    for i in insns {
+        code.push(i.code);
+        code.push(i.regs);
+        code.extend_from_slice(&i.off.to_ne_bytes());
+        code.extend_from_slice(&i.imm.to_ne_bytes());
+    }
+    // GPL-compatible: bpf_probe_read_user_str is offered only to such
+    // programs. The program is this file's own code, under MIT as well.
+    let license = c"Dual MIT/GPL";
+    let mut log = vec![0u8; 64 << 10];
+    // prog_type, insn_cnt, insns, license, log_level, log_size, log_buf,
+    // kern_version, ...
+    let mut attr = [0u64; 20];
+    attr[0] = pair(BPF_PROG_TYPE_TRACEPOINT, insns.len() as u32);
+    attr[1] = code.as_ptr() as u64;
+    attr[2] = license.as_ptr() as u64;
+    attr[3] = pair(1, log.len() as u32);
+    attr[4] = log.as_mut_ptr() as u64;
+    match bpf(BPF_PROG_LOAD, &mut attr) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let verifier = String::from_utf8_lossy(&log[..end]);
+            let last = verifier.lines().rev().find(|l| !l.trim().is_empty());
+            Err(io::Error::new(
+                e.kind(),
+                match last {
+                    Some(line) => format!("{e} (verifier: {line})"),
+                    None => e.to_string(),
+                },
+            ))
+        }
+    }
+}
+
+/// Opens the tracepoint as a perf event on CPU 0 (a tracepoint's BPF
+/// programs run on every CPU) and attaches the program.
+fn attach(tracepoint: u64, program: &OwnedFd) -> io::Result<OwnedFd> {
+    // perf_event_attr: type, size, config, sample_period, the rest zero.
+    let mut attr = [0u64; 16];
+    attr[0] = pair(PERF_TYPE_TRACEPOINT, std::mem::size_of_val(&attr) as u32);
+    attr[1] = tracepoint;
+    attr[2] = 1;
+    // SAFETY: the attribute block is valid and sized as its size field says.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_mut_ptr(),
+            -1 as libc::pid_t,
+            0 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("opening tracepoint {tracepoint} as a perf event: {e}"),
+        ));
+    }
+    let event = owned(fd as i32);
+    // SAFETY: ioctls on a descriptor we own, with an int argument.
+    unsafe {
+        if libc::ioctl(
+            event.as_raw_fd(),
+            PERF_EVENT_IOC_SET_BPF,
+            program.as_raw_fd(),
+        ) != 0
+            || libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) != 0
+        {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("attaching the name recorder's program: {e}"),
+            ));
+        }
+    }
+    Ok(event)
+}
+
+/// The consumer's side of a BPF ring buffer.
+struct RingReader {
+    _map: OwnedFd,
+    consumer: *mut u8,
+    producer: *mut u8,
+    page: usize,
+}
+
+// SAFETY: the mappings are only used by the one thread that owns the reader.
+unsafe impl Send for RingReader {}
+
+impl RingReader {
+    fn map(map: OwnedFd) -> io::Result<RingReader> {
+        let page = coldstart_system::cache::page_size() as usize;
+        // SAFETY: mapping the ring buffer's pages as the kernel lays them
+        // out: the consumer page writable, then the producer page and the
+        // data area (mapped twice in a row) read-only.
+        unsafe {
+            let consumer = libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                0,
+            );
+            if consumer == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let producer = libc::mmap(
+                std::ptr::null_mut(),
+                page + 2 * RING_BYTES,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                page as libc::off_t,
+            );
+            if producer == libc::MAP_FAILED {
+                let e = io::Error::last_os_error();
+                libc::munmap(consumer, page);
+                return Err(e);
+            }
+            Ok(RingReader {
+                _map: map,
+                consumer: consumer.cast(),
+                producer: producer.cast(),
+                page,
+            })
+        }
+    }
+
+    fn consumer_pos(&self) -> &AtomicU64 {
+        // SAFETY: the first word of the consumer page, 8-aligned, mapped
+        // for the reader's life.
+        unsafe { &*(self.consumer as *const AtomicU64) }
+    }
+
+    fn producer_pos(&self) -> &AtomicU64 {
+        // SAFETY: as above, on the producer page.
+        unsafe { &*(self.producer as *const AtomicU64) }
+    }
+
+    /// Hands every submitted record to `each`, in order, and frees them.
+    fn drain(&self, mut each: impl FnMut(&[u8])) {
+        let mut consumer = self.consumer_pos().load(Ordering::Acquire);
+        let producer = self.producer_pos().load(Ordering::Acquire);
+        // SAFETY: data starts one page after the producer page; the kernel
+        // maps it twice in a row, so a record never wraps.
+        let data = unsafe { self.producer.add(self.page) };
+        while consumer < producer {
+            let at = (consumer as usize) & (RING_BYTES - 1);
+            // SAFETY: the header is 8-aligned inside the data area.
+            let header = unsafe { &*(data.add(at) as *const AtomicU32) };
+            let length = header.load(Ordering::Acquire);
+            if length & RINGBUF_BUSY != 0 {
+                break;
+            }
+            let bytes = (length & !(RINGBUF_BUSY | RINGBUF_DISCARD)) as usize;
+            if length & RINGBUF_DISCARD == 0 {
+                // SAFETY: a committed record of `bytes` bytes after its header.
+                each(unsafe { std::slice::from_raw_parts(data.add(at + RINGBUF_HEADER), bytes) });
+            }
+            consumer += (RINGBUF_HEADER + bytes).next_multiple_of(8) as u64;
+            self.consumer_pos().store(consumer, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for RingReader {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped.
+        unsafe {
+            libc::munmap(self.consumer.cast(), self.page);
+            libc::munmap(self.producer.cast(), self.page + 2 * RING_BYTES);
+        }
+    }
+}
+
+/// Drains every few milliseconds until `stop`, then once more.
+fn drain_until(reader: RingReader, stop: &AtomicBool) -> Recorded {
+    let mut resolver = Resolver::default();
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        reader.drain(|record| resolver.add(record));
+        if stopping {
+            return resolver.recorded;
+        }
+        let mut poll = libc::pollfd {
+            fd: reader._map.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut poll, 1, 10) };
+    }
+}
+
+/// Turns records into absolute names, following what opens returned and
+/// where chdirs went.
+#[derive(Default)]
+struct Resolver {
+    recorded: Recorded,
+    /// Per task: the call and resolved name of an open or chdir whose exit
+    /// has not come yet.
+    pending: HashMap<i32, (&'static str, String)>,
+    /// Per process: what each descriptor an open returned names.
+    descriptors: HashMap<i32, HashMap<i32, String>>,
+    /// Per process: the directory its last successful chdir entered.
+    directories: HashMap<i32, String>,
+}
+
+impl Resolver {
+    fn add(&mut self, record: &[u8]) {
+        if record.len() < EXIT_RECORD_BYTES as usize {
+            return;
+        }
+        let u64_at = |at: usize| u64::from_ne_bytes(record[at..at + 8].try_into().unwrap());
+        let i32_at = |at: usize| i32::from_ne_bytes(record[at..at + 4].try_into().unwrap());
+        let t_ns = u64_at(0) as i64;
+        let pid_tgid = u64_at(8);
+        let (tid, tgid) = (pid_tgid as u32 as i32, (pid_tgid >> 32) as i32);
+        let index = i32_at(16);
+        let result = i32_at(24);
+        if let Some(call) = index
+            .checked_sub(EXIT_BASE)
+            .and_then(|i| EXITS.get(usize::try_from(i).ok()?))
+        {
+            self.exited(tid, tgid, call, result);
+            return;
+        }
+        let Some(&(call, _, _)) = usize::try_from(index).ok().and_then(|i| CALLS.get(i)) else {
+            return;
+        };
+        if record.len() < RECORD_BYTES {
+            return;
+        }
+        let empty_path = i32_at(28) & AT_EMPTY_PATH != 0;
+        let path = match self.name(record, result, empty_path) {
+            Some(Ok(name)) => self
+                .absolute(tid, tgid, i32_at(20), name)
+                .ok_or(Missed::Unresolved),
+            Some(Err(why)) => Err(why),
+            // An empty name: a call on a descriptor with AT_EMPTY_PATH.
+            None => return,
+        };
+        let path = match path {
+            Ok(path) => path,
+            Err(why) => {
+                return self.recorded.missed.push(MissedName {
+                    t_ns,
+                    tid,
+                    tgid,
+                    call,
+                    why,
+                });
+            }
+        };
+        if EXITS.contains(&call) {
+            self.pending.insert(tid, (call, path.clone()));
+        }
+        self.recorded.names.push(RecordedName {
+            t_ns,
+            tid,
+            tgid,
+            call,
+            path,
+        });
+    }
+
+    /// The name a record holds, given the copy's `result`; `None` when
+    /// empty.
+    /// With `empty_path` (AT_EMPTY_PATH), a name that could not be copied
+    /// is taken for the empty one such calls pass.
+    fn name<'r>(
+        &self,
+        record: &'r [u8],
+        result: i32,
+        empty_path: bool,
+    ) -> Option<Result<&'r str, Missed>> {
+        if result < 0 {
+            return (!empty_path).then_some(Err(Missed::Unreadable));
+        }
+        let copied = result as usize;
+        if copied <= 1 {
+            return None;
+        }
+        if copied >= NAME_BYTES {
+            return Some(Err(Missed::TooLong));
+        }
+        Some(std::str::from_utf8(&record[32..32 + copied - 1]).map_err(|_| Missed::NotUtf8))
+    }
+
+    fn exited(&mut self, tid: i32, tgid: i32, call: &str, result: i32) {
+        let Some((entered, path)) = self.pending.remove(&tid) else {
+            return;
+        };
+        if entered != call || result < 0 {
+            return;
+        }
+        if call == "chdir" {
+            self.directories.insert(tgid, path);
+        } else {
+            self.descriptors
+                .entry(tgid)
+                .or_default()
+                .insert(result, path);
+        }
+    }
+
+    /// `name` as an absolute path. A descriptor is looked up first in what
+    /// the process's opens returned (exact, and closed descriptors too),
+    /// then in /proc; the working directory first in /proc (a fchdir is
+    /// not followed), then where the process's last chdir went.
+    fn absolute(&self, tid: i32, tgid: i32, dfd: i32, name: &str) -> Option<String> {
+        if name.starts_with('/') {
+            return Some(name.to_string());
+        }
+        let from_proc = |what: String| {
+            // The thread's own view first; its process's (the same, unless
+            // it unshared them) when the thread has already exited.
+            [tid, tgid].iter().find_map(|task| {
+                let link = fs::read_link(format!("/proc/{task}/{what}")).ok()?;
+                let link = link.to_str()?;
+                // Not a pipe, socket or anonymous inode, nor deleted.
+                (link.starts_with('/') && !link.ends_with(" (deleted)")).then(|| link.to_string())
+            })
+        };
+        let base = if dfd == AT_FDCWD {
+            from_proc("cwd".into()).or_else(|| self.directories.get(&tgid).cloned())
+        } else {
+            self.descriptors
+                .get(&tgid)
+                .and_then(|d| d.get(&dfd))
+                .cloned()
+                .or_else(|| from_proc(format!("fd/{dfd}")))
+        }?;
+        Some(join(&base, name))
+    }
+}
+
+/// `base/name`, with `.` components of `name` dropped (they look nothing
+/// up); `..` is kept, as the kernel resolves it after symlinks.
+fn join(base: &str, name: &str) -> String {
+    let mut out = base.trim_end_matches('/').to_string();
+    for part in name.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        out.push('/');
+        out.push_str(part);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_names_join_their_directory_without_dot_components() {
+        assert_eq!(join("/home/u", "a/./b"), "/home/u/a/b");
+        assert_eq!(join("/", "etc/passwd"), "/etc/passwd");
+        assert_eq!(join("/home/u/", "../v"), "/home/u/../v");
+        assert_eq!(join("/srv", "."), "/srv");
+    }
+}
