@@ -7,8 +7,8 @@
 use crate::pages::PageSet;
 use crate::run::label;
 use coldstart_profile::{
-    File, FileId, InodeLoad, Mark, PageEvent, PageEventKind, Process, Profile, Readahead, Run,
-    RunId,
+    File, FileId, InodeLoad, Mark, PageEvent, PageEventKind, PathLookup, Process, Profile,
+    Readahead, Run, RunId,
 };
 use std::collections::HashMap;
 use std::ops::Range;
@@ -69,6 +69,9 @@ pub struct LoadedRun {
     /// The tree's lookups that read an inode table block, in time order
     /// (empty unless loaded with [`LoadedRun::load_rows`]).
     pub inode_loads: Vec<InodeLoad>,
+    /// Every name the run's tasks handed to a file system call, in time
+    /// order (empty unless loaded with [`LoadedRun::load_rows`]).
+    pub path_lookups: Vec<PathLookup>,
     /// Traced-tree task -> its process (thread group).
     tree: HashMap<i32, i32>,
     ready_ns: Option<i64>,
@@ -96,6 +99,7 @@ impl LoadedRun {
             profile.marks(id)?,
         );
         loaded.inode_loads = profile.inode_loads(id)?;
+        loaded.path_lookups = profile.path_lookups(id)?;
         Ok(loaded)
     }
 
@@ -130,6 +134,7 @@ impl LoadedRun {
             processes,
             marks,
             inode_loads: Vec::new(),
+            path_lookups: Vec::new(),
             tree,
             ready_ns,
         }

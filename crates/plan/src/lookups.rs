@@ -1,15 +1,18 @@
 //! The plan's lookups: the paths whose inodes a start's own lookups had to
-//! read from the disk (the profile's `inode_loads`), which the prefetcher
-//! looks up first so the program finds the inode tables and directories
-//! cached.
+//! read from the disk (the profile's `inode_loads`) and every name its
+//! tasks handed to a file system call (`path_lookups`, missing names
+//! included: looking one up reads the directory that does not hold it),
+//! which the prefetcher looks up first so the program finds the inode
+//! tables and directories cached.
 
 use crate::misses::prefetcher_tasks;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_prefetch::Lookup;
 use std::collections::HashMap;
 
-/// What one run's program loaded: per path, the first load before the run
-/// was ready (its end without a ready mark) and the inode number.
+/// What one run's program loaded or looked up: per path, the first time
+/// before the run was ready (its end without a ready mark) and the inode
+/// number the trace saw loaded (0 for a name only looked up).
 pub fn program_loads(run: &LoadedRun) -> HashMap<String, (i64, u64)> {
     let until = run.ready_ns().or(run.run.ended_ns);
     let prefetcher = prefetcher_tasks(run);
@@ -32,6 +35,20 @@ pub fn program_loads(run: &LoadedRun) -> HashMap<String, (i64, u64)> {
             .and_modify(|(t, _)| *t = (*t).min(load.t_ns))
             .or_insert((load.t_ns, file.ino));
     }
+    for lookup in &run.path_lookups {
+        let Ok(path) = &lookup.path else {
+            continue;
+        };
+        if !run.in_tree(lookup.pid)
+            || prefetcher.contains(&lookup.pid)
+            || until.is_some_and(|u| lookup.t_ns > u)
+        {
+            continue;
+        }
+        out.entry(path.clone())
+            .and_modify(|(t, _)| *t = (*t).min(lookup.t_ns))
+            .or_insert((lookup.t_ns, 0));
+    }
     out
 }
 
@@ -48,30 +65,91 @@ impl LookupPool {
         for (path, (t_ns, ino)) in program_loads(run) {
             let entry = self.paths.entry(path).or_insert((Vec::new(), ino));
             entry.0.push(t_ns);
-            entry.1 = ino;
+            if ino != 0 {
+                entry.1 = ino;
+            }
         }
     }
 
-    /// The paths loaded in at least `min_runs` runs, each needed at the
-    /// median of its first loads, in inode-number order (neighbours in one
-    /// inode table block come in with one read), then by path.
+    /// The paths loaded or looked up in at least `min_runs` runs, each
+    /// needed at the median of its first times, in inode-number order
+    /// (neighbours in one inode table block come in with one read), then
+    /// by path. A name only looked up takes its inode number from the disk
+    /// now (names that do not exist come last); names on filesystems
+    /// without a disk behind them (/proc, /sys, tmpfs, ...) or on network
+    /// and FUSE filesystems (a lookup there may wait on a server) are left
+    /// out.
     pub fn lookups(self, min_runs: usize) -> Vec<Lookup> {
         let mut out: Vec<Lookup> = self
             .paths
             .into_iter()
             .filter(|(_, (times, _))| times.len() >= min_runs.max(1))
-            .map(|(path, (mut times, ino))| {
+            .filter_map(|(path, (mut times, ino))| {
+                let ino = match ino {
+                    0 => on_disk_inode(&path)?,
+                    ino => ino,
+                };
                 times.sort_unstable();
-                Lookup {
+                Some(Lookup {
                     path,
                     ino,
                     need_ns: times[(times.len() - 1) / 2],
-                }
+                })
             })
             .collect();
         sort(&mut out);
         out
     }
+}
+
+/// For a name only looked up: its inode number now, `u64::MAX` when it
+/// does not exist; `None` when the name (or the nearest directory above it
+/// that exists) is on a filesystem a lookup should not be replayed on.
+fn on_disk_inode(path: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut at = std::path::Path::new(path);
+    let found = std::fs::symlink_metadata(at).ok();
+    while std::fs::symlink_metadata(at).is_err() {
+        at = at.parent()?;
+    }
+    if !replayable_filesystem(at) {
+        return None;
+    }
+    Some(found.map_or(u64::MAX, |m| m.ino()))
+}
+
+/// Whether `path` is on a filesystem with a disk behind it and no server.
+fn replayable_filesystem(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs writes one struct statfs; it is zeroed plain data.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a valid out pointer.
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut fs) } != 0 {
+        return false;
+    }
+    // linux/magic.h; f_type's width differs between architectures.
+    const NOT_REPLAYED: &[i64] = &[
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x0102_1994, // tmpfs (and devtmpfs)
+        0x8584_58f6, // ramfs
+        0x1cd1,      // devpts
+        0x2762_3005, // cgroup
+        0x6367_7270, // cgroup2
+        0x6462_6720, // debugfs
+        0x7472_6163, // tracefs
+        0x7363_6673, // securityfs
+        0xcafe_4a11, // bpf
+        0x6969,      // nfs
+        0xff53_4d42, // cifs
+        0xfe53_4d42, // smb2
+        0x6573_5546, // fuse
+        0x0187,      // autofs
+    ];
+    !NOT_REPLAYED.contains(&(fs.f_type as u32 as i64))
 }
 
 /// Inode-number order, then by path.

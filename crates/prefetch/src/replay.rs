@@ -375,6 +375,10 @@ fn look_up(lookups: &[Lookup], stop: &AtomicBool) -> LookedUp {
             continue;
         };
         looked_up.done += 1;
+        if meta.is_symlink() {
+            // The program's open or stat follows it.
+            let _ = std::fs::metadata(&lookup.path);
+        }
         if meta.is_dir() && meta.size() <= MAX_DIRECTORY_READ {
             read_entries(&lookup.path);
         }
