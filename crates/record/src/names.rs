@@ -19,6 +19,7 @@
 //! the program has not touched yet (the copy may not fault), a name longer
 //! than [`NAME_BYTES`], a record the ring buffer had no room for.
 
+use coldstart_profile::LookupMissed;
 use std::collections::HashMap;
 use std::fs;
 use std::io;
@@ -156,22 +157,7 @@ pub struct MissedName {
     pub tid: i32,
     pub tgid: i32,
     pub call: &'static str,
-    pub why: Missed,
-}
-
-/// Why a name is not recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Missed {
-    /// The kernel could not copy the name: the page holding it was not
-    /// present (the copy may not fault), or the pointer was bad.
-    Unreadable,
-    /// Longer than [`NAME_BYTES`].
-    TooLong,
-    /// Relative, and the task's directory or descriptor was gone (or not a
-    /// directory) when the record was drained.
-    Unresolved,
-    /// Not UTF-8.
-    NotUtf8,
+    pub why: LookupMissed,
 }
 
 /// What a recorder recorded, and what it could not.
@@ -331,26 +317,17 @@ fn layout(
     if ty.replace(' ', "") != "constchar*" || size != 8 {
         return None;
     }
-    let dfd_offset = match dfd_field {
-        Some(wanted) => {
-            let (_, offset, size) = field(wanted)?;
-            if size != 8 {
-                return None;
-            }
-            Some(offset)
+    // An optional field must be there, 8 bytes wide, when named.
+    let optional = |wanted: Option<&str>| -> Option<Option<i16>> {
+        match wanted {
+            Some(wanted) => field(wanted)
+                .filter(|&(_, _, size)| size == 8)
+                .map(|(_, offset, _)| Some(offset)),
+            None => Some(None),
         }
-        None => None,
     };
-    let flags_offset = match flags_field {
-        Some(wanted) => {
-            let (_, offset, size) = field(wanted)?;
-            if size != 8 {
-                return None;
-            }
-            Some(offset)
-        }
-        None => None,
-    };
+    let dfd_offset = optional(dfd_field)?;
+    let flags_offset = optional(flags_field)?;
     Some(Layout {
         id,
         name_offset,
@@ -876,7 +853,7 @@ impl Resolver {
         let path = match self.name(record, result, empty_path) {
             Some(Ok(name)) => self
                 .absolute(tid, tgid, i32_at(20), name)
-                .ok_or(Missed::Unresolved),
+                .ok_or(LookupMissed::Unresolved),
             Some(Err(why)) => Err(why),
             // An empty name: a call on a descriptor with AT_EMPTY_PATH.
             None => return,
@@ -914,18 +891,18 @@ impl Resolver {
         record: &'r [u8],
         result: i32,
         empty_path: bool,
-    ) -> Option<Result<&'r str, Missed>> {
+    ) -> Option<Result<&'r str, LookupMissed>> {
         if result < 0 {
-            return (!empty_path).then_some(Err(Missed::Unreadable));
+            return (!empty_path).then_some(Err(LookupMissed::Unreadable));
         }
         let copied = result as usize;
         if copied <= 1 {
             return None;
         }
         if copied >= NAME_BYTES {
-            return Some(Err(Missed::TooLong));
+            return Some(Err(LookupMissed::TooLong));
         }
-        Some(std::str::from_utf8(&record[32..32 + copied - 1]).map_err(|_| Missed::NotUtf8))
+        Some(std::str::from_utf8(&record[32..32 + copied - 1]).map_err(|_| LookupMissed::NotUtf8))
     }
 
     fn exited(&mut self, tid: i32, tgid: i32, call: &str, result: i32) {

@@ -10,7 +10,7 @@ use crate::loader::calibrate;
 use crate::loader::probes::{LoaderProbes, NoProbes};
 use crate::loader::spans::SpanAssembly;
 use crate::loader::{self};
-use crate::names::{Missed, NameRecorder, Recorded};
+use crate::names::{NameRecorder, Recorded};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
 use crate::tracefs::events::{
@@ -620,29 +620,16 @@ fn add_path_lookups(batch: &mut Batch, recorded: Recorded, t0: i64) -> LookupCou
         .into_iter()
         .filter(|m| tree.contains(&m.tid))
     {
-        let why = match missed.why {
-            Missed::Unreadable => {
-                counts.unreadable += 1;
-                LookupMissed::Unreadable
-            }
-            Missed::Unresolved => {
-                counts.unresolved += 1;
-                LookupMissed::Unresolved
-            }
-            Missed::TooLong => {
-                counts.other += 1;
-                LookupMissed::TooLong
-            }
-            Missed::NotUtf8 => {
-                counts.other += 1;
-                LookupMissed::NotUtf8
-            }
-        };
+        match missed.why {
+            LookupMissed::Unreadable => counts.unreadable += 1,
+            LookupMissed::Unresolved => counts.unresolved += 1,
+            LookupMissed::TooLong | LookupMissed::NotUtf8 => counts.other += 1,
+        }
         lookups.push(PathLookup {
             t_ns: missed.t_ns - t0,
             pid: missed.tid,
             call: missed.call.to_string(),
-            path: Err(why),
+            path: Err(missed.why),
         });
     }
     lookups.sort_by_key(|l| l.t_ns);

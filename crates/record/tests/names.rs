@@ -3,7 +3,8 @@
 //! directory and to a directory descriptor, missing ones, both names of a
 //! rename, and one in a page the program never touched.
 
-use coldstart_record::names::{Missed, NameRecorder};
+use coldstart_profile::LookupMissed;
+use coldstart_record::names::NameRecorder;
 use coldstart_testkit::{can_trace, run_ok, skip};
 use std::path::Path;
 use std::process::Command;
@@ -62,13 +63,13 @@ fn records_every_name_a_program_passes_as_the_program_says_it_passed_them() {
         .find(|n| n.tgid == pid && n.path == expected[0])
         .unwrap()
         .t_ns;
-    let missed: Vec<Missed> = recorded
+    let missed: Vec<LookupMissed> = recorded
         .missed
         .iter()
         .filter(|m| m.tgid == pid && m.t_ns > own_start)
         .map(|m| m.why)
         .collect();
-    assert_eq!(missed, vec![Missed::Unreadable; unreadable.len()]);
+    assert_eq!(missed, vec![LookupMissed::Unreadable; unreadable.len()]);
     assert_eq!(recorded.dropped, 0);
     // Its exec and the loader's opens are there too, before its own.
     let first = recorded.names.iter().position(|n| n.tgid == pid).unwrap();
