@@ -129,7 +129,7 @@ fn a_plan_warms_the_inodes_a_cold_start_loaded() {
         "the targets' inode loads, by path and inode"
     );
 
-    // The plan looks them up, in inode order.
+    // The plan looks them up, in the order the start needed them.
     let plan_path = dir.path().join("stat.plan");
     coldstart(&[
         "plan".as_ref(),
@@ -145,7 +145,11 @@ fn a_plan_warms_the_inodes_a_cold_start_loaded() {
         .map(|l| (l.path.clone(), l.ino))
         .collect();
     assert_eq!(planned, inodes);
-    assert!(plan.lookups.windows(2).all(|w| w[0].ino <= w[1].ino));
+    assert!(
+        plan.lookups
+            .windows(2)
+            .all(|w| (w[0].need_ns, w[0].ino) <= (w[1].need_ns, w[1].ino))
+    );
     std::fs::set_permissions(&plan_path, std::fs::Permissions::from_mode(0o644)).unwrap();
 
     // The same plan without its lookups.

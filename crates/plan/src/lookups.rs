@@ -72,9 +72,8 @@ impl LookupPool {
     }
 
     /// The paths loaded or looked up in at least `min_runs` runs, each
-    /// needed at the median of its first times, in inode-number order
-    /// (neighbours in one inode table block come in with one read), then
-    /// by path. A name only looked up takes its inode number from the disk
+    /// needed at the median of its first times, in the order the start
+    /// needs them (then by inode number and path). A name only looked up takes its inode number from the disk
     /// now (names that do not exist come last); names on filesystems
     /// without a disk behind them (/proc, /sys, tmpfs, ...) or on network
     /// and FUSE filesystems (a lookup there may wait on a server) are left
@@ -152,7 +151,13 @@ fn replayable_filesystem(path: &std::path::Path) -> bool {
     !NOT_REPLAYED.contains(&(fs.f_type as u32 as i64))
 }
 
-/// Inode-number order, then by path.
+/// The order the start needs them, then inode number, then path: the
+/// order the prefetcher looks them up in, so it stays ahead of the
+/// program, which makes the same lookups in the same order.
 pub fn sort(lookups: &mut [Lookup]) {
-    lookups.sort_by(|a, b| a.ino.cmp(&b.ino).then_with(|| a.path.cmp(&b.path)));
+    lookups.sort_by(|a, b| {
+        (a.need_ns, a.ino)
+            .cmp(&(b.need_ns, b.ino))
+            .then_with(|| a.path.cmp(&b.path))
+    });
 }

@@ -724,7 +724,7 @@ fn inode_loads_are_counted_per_side_and_become_lookups_of_the_programs_paths() {
     );
 
     // Pooled: a path in fewer runs than asked for is left out; the need
-    // is the median of the runs' first loads; the order is by inode.
+    // is the median of the runs' first loads; the order is by need.
     let mut later = run.clone();
     later.inode_loads = vec![load(30, APP, NEW), load(40, APP, NEW)];
     let mut third = run.clone();
@@ -745,4 +745,11 @@ fn inode_loads_are_counted_per_side_and_become_lookups_of_the_programs_paths() {
     pool.add(&run);
     let inodes: Vec<u64> = pool.lookups(1).iter().map(|l| l.ino).collect();
     assert_eq!(inodes, [1000 + NEW as u64, 1000 + CHANGED as u64]);
+    // Needed first, looked up first, whatever the inode numbers.
+    let mut reversed = run.clone();
+    reversed.inode_loads = vec![load(6, CHILD, CHANGED), load(8, APP, NEW)];
+    let mut pool = LookupPool::default();
+    pool.add(&reversed);
+    let inodes: Vec<u64> = pool.lookups(1).iter().map(|l| l.ino).collect();
+    assert_eq!(inodes, [1000 + CHANGED as u64, 1000 + NEW as u64]);
 }

@@ -31,7 +31,7 @@ pub fn write(plan: &Plan) -> String {
         plan.bytes(),
         match plan.lookups.len() {
             0 => String::new(),
-            n => format!("; {n} lookups in inode order"),
+            n => format!("; {n} lookups in need order"),
         }
     );
     let _ = writeln!(out, "page-size {}", plan.page_size);

@@ -25,8 +25,9 @@ pub struct Plan {
     /// Extents in prefetch order: by pooled first-need time.
     pub extents: Vec<Extent>,
     /// Paths whose inodes (or directories) the start had to read from the
-    /// disk, in inode-number order: the prefetcher looks each up first,
-    /// warming the inode tables and directories the program's lookups need.
+    /// disk, or names it looked up, in the order the start needs them: the
+    /// prefetcher looks each up, warming the inode tables and directories
+    /// the program's lookups need.
     pub lookups: Vec<Lookup>,
 }
 
@@ -74,10 +75,11 @@ pub struct Extent {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Lookup {
     pub path: String,
-    /// The inode number when traced: lookups are made in this order, so
-    /// neighbours in one inode table block come in with one read.
+    /// The inode number when traced (for a name only looked up, when the
+    /// plan was compiled): the order among lookups needed at one time.
     pub ino: u64,
-    /// When the start first needed it, ns after launch.
+    /// When the start first needed it, ns after launch: lookups are made
+    /// in this order.
     pub need_ns: i64,
 }
 

@@ -5,8 +5,9 @@
 //! a missing file, or one whose size or modification time changed, is
 //! skipped, never read; one whose build-id differs is caught by a check
 //! beside the workers, and its extents not yet requested are skipped. The
-//! plan's lookups are looked up first, on a thread of their own, so the
-//! inode tables and directories the program's path lookups need are cached.
+//! plan's lookups are looked up in the order the start needs them, on
+//! threads of their own, so the inode tables and directories the program's
+//! path lookups need are cached.
 //! Each worker keeps a bounded window of its requests in flight
 //! ([`DEFAULT_WINDOW_BYTES`]), so a page the program misses is read soon
 //! rather than behind the rest of the plan.
@@ -244,8 +245,8 @@ pub fn replay_with_lead(
     // device), while the program raced ahead and read its libraries itself
     // with readahead windows around them. Once every file is open, that
     // thread checks their build-ids, which the workers do not wait for.
-    // One more thread looks up the
-    // plan's lookups before anything else; the whole-file peers make none.
+    // More threads look up the
+    // plan's lookups in need order; the whole-file peers make none.
     let lookups: &[Lookup] = if options.method.whole_files() {
         &[]
     } else {
@@ -356,34 +357,69 @@ struct LookedUp {
 /// short of reading a huge one (a mail spool, a cache) for one name.
 const MAX_DIRECTORY_READ: u64 = 64 << 10;
 
-/// Looks up each path in inode order, not following a final symlink: the
-/// filesystem reads the inode-table block holding each uncached inode
-/// (ext4, with `inode_readahead_blks`, the aligned run of blocks around
-/// it), so neighbours come in with one read. A small directory also has its entries
-/// read once, caching the blocks the program's lookups in it walk,
-/// negative ones included. Stops when `stop` is raised; never fails.
+/// Threads that make the plan's lookups. Each lookup that misses waits for
+/// one synchronous metadata read; several in flight keep ahead of the
+/// program, which starts at the same moment and makes its own lookups in
+/// the same order.
+pub const LOOKUP_THREADS: usize = 4;
+
+/// Looks up each path in the order the start needs it (then by inode
+/// number), on [`LOOKUP_THREADS`] threads taking the next from one queue,
+/// not following a final symlink: the filesystem reads the inode-table
+/// block holding each uncached inode (ext4, with `inode_readahead_blks`,
+/// the aligned run of blocks around it), so neighbours come in with the
+/// same read. A small directory also has its entries read once, caching the
+/// blocks the program's lookups in it walk, negative ones included. Stops
+/// when `stop` is raised; never fails.
 fn look_up(lookups: &[Lookup], stop: &AtomicBool) -> LookedUp {
-    let mut in_order: Vec<&Lookup> = lookups.iter().collect();
-    in_order.sort_by_key(|l| l.ino);
-    let mut looked_up = LookedUp::default();
-    for lookup in in_order {
-        if stop.load(Ordering::Relaxed) {
-            break;
+    let in_order = lookup_order(lookups);
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let missing = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..LOOKUP_THREADS.min(in_order.len()) {
+            scope.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(lookup) = in_order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        return;
+                    };
+                    if look_up_one(&lookup.path) {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        missing.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
         }
-        let Ok(meta) = std::fs::symlink_metadata(&lookup.path) else {
-            looked_up.missing += 1;
-            continue;
-        };
-        looked_up.done += 1;
-        if meta.is_symlink() {
-            // The program's open or stat follows it.
-            let _ = std::fs::metadata(&lookup.path);
-        }
-        if meta.is_dir() && meta.size() <= MAX_DIRECTORY_READ {
-            read_entries(&lookup.path);
-        }
+    });
+    LookedUp {
+        done: done.into_inner(),
+        missing: missing.into_inner(),
     }
-    looked_up
+}
+
+/// The order lookups are made in: need time, then inode number. Plans
+/// written before need order (format 2 wrote inode order) are replayed in
+/// need order too.
+fn lookup_order(lookups: &[Lookup]) -> Vec<&Lookup> {
+    let mut in_order: Vec<&Lookup> = lookups.iter().collect();
+    in_order.sort_by_key(|l| (l.need_ns, l.ino));
+    in_order
+}
+
+/// One lookup, as [`look_up`] describes; whether the path exists.
+fn look_up_one(path: &str) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    if meta.is_symlink() {
+        // The program's open or stat follows it.
+        let _ = std::fs::metadata(path);
+    }
+    if meta.is_dir() && meta.size() <= MAX_DIRECTORY_READ {
+        read_entries(path);
+    }
+    true
 }
 
 /// Reads a directory's entries once without touching its access time: a
@@ -803,7 +839,7 @@ fn map_and_touch(file: &File, offset: u64, len: u64, method: Method) -> io::Resu
 
 #[cfg(test)]
 mod tests {
-    use super::{InFlight, Requested, pieces, reserve_descriptors};
+    use super::{InFlight, Lookup, Requested, lookup_order, pieces, reserve_descriptors};
 
     fn request(offset: u64, len: u64) -> Requested {
         Requested {
@@ -880,6 +916,28 @@ mod tests {
             highest < size + 64,
             "descriptor {highest} left open by the reservation"
         );
+    }
+
+    #[test]
+    fn lookups_are_made_in_need_order_then_inode_order() {
+        let lookup = |path: &str, ino, need_ns| Lookup {
+            path: path.into(),
+            ino,
+            need_ns,
+        };
+        // As an older plan wrote them: by inode number.
+        let plan = [
+            lookup("/a", 10, 900),
+            lookup("/b", 20, -5),
+            lookup("/c", 30, 900),
+            lookup("/d", 40, 100),
+            lookup("/e", 5, 900),
+        ];
+        let order: Vec<&str> = lookup_order(&plan)
+            .iter()
+            .map(|l| l.path.as_str())
+            .collect();
+        assert_eq!(order, ["/b", "/d", "/e", "/a", "/c"]);
     }
 
     #[test]

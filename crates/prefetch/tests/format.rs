@@ -89,10 +89,15 @@ fn awkward_values_round_trip_exactly() {
     assert_eq!(parse(&text, Path::new("x.plan")).unwrap(), plan);
 }
 
-/// The plan with three lookups, in inode order.
+/// The plan with three lookups, in need order.
 fn plan_with_lookups() -> Plan {
     let mut plan = plan();
     plan.lookups = vec![
+        Lookup {
+            path: "/home/me/.mozilla/my profile=1/prefs.js".into(),
+            ino: 2_883_590,
+            need_ns: -3,
+        },
         Lookup {
             path: "/usr/lib/firefox-esr".into(),
             ino: 1_310_721,
@@ -102,11 +107,6 @@ fn plan_with_lookups() -> Plan {
             path: "/usr/lib/firefox-esr/libxul.so".into(),
             ino: 1_310_740,
             need_ns: 1_250_000,
-        },
-        Lookup {
-            path: "/home/me/.mozilla/my profile=1/prefs.js".into(),
-            ino: 2_883_590,
-            need_ns: -3,
         },
     ];
     plan
@@ -119,16 +119,16 @@ fn lookups_follow_the_extents_and_round_trip_exactly() {
     assert_eq!(
         text,
         "coldstart-plan 2\n\
-         # 2 extents of 2 files, 77824 bytes, in the order the start needs them; 3 lookups in inode order\n\
+         # 2 extents of 2 files, 77824 bytes, in the order the start needs them; 3 lookups in need order\n\
          page-size 4096\n\
          source profile=/tmp/my%20profiles/ff.db runs=2,3,5 min-runs=2 merge-gap-pages=16 max-extent-pages=1024 max-bytes=- pages-from=demand\n\
          file 0 size=2700 mtime=1700000000123456789 build-id=- /etc/fonts/fonts.conf\n\
          file 1 size=150000000 mtime=1690000000000000000 build-id=1f2e3d /usr/lib/firefox-esr/libxul.so\n\
          extent 1 0+16 need=1.250000ms\n\
          extent 1 4000+3 need=12.503007ms\n\
+         lookup ino=2883590 need=-0.000003ms /home/me/.mozilla/my%20profile%3D1/prefs.js\n\
          lookup ino=1310721 need=0.400000ms /usr/lib/firefox-esr\n\
-         lookup ino=1310740 need=1.250000ms /usr/lib/firefox-esr/libxul.so\n\
-         lookup ino=2883590 need=-0.000003ms /home/me/.mozilla/my%20profile%3D1/prefs.js\n"
+         lookup ino=1310740 need=1.250000ms /usr/lib/firefox-esr/libxul.so\n"
     );
     assert_eq!(parse(&text, Path::new("x.plan")).unwrap(), plan);
 }

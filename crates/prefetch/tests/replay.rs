@@ -283,6 +283,35 @@ fn lookups_are_made_and_counted_and_the_extents_still_fetched() {
     assert_eq!((peer.lookups_done, peer.lookups_missing), (0, 0));
 }
 
+#[test]
+fn many_lookups_on_several_threads_are_each_counted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lookups = Vec::new();
+    for i in 0..300u32 {
+        let path = dir.path().join(format!("f{i}"));
+        // Every seventh name is never created.
+        if i % 7 != 0 {
+            std::fs::write(&path, b"x").unwrap();
+        }
+        lookups.push(Lookup {
+            path: path.to_str().unwrap().to_string(),
+            ino: u64::from(i),
+            need_ns: i64::from(i % 13),
+        });
+    }
+    let mut plan = plan(Vec::new(), &[]);
+    plan.lookups = lookups;
+    let report = replay(&plan, &options(Method::Readahead), &AtomicBool::new(false));
+    assert_eq!(report.lookups_missing, 43, "0, 7, ..., 294");
+    assert_eq!(report.lookups_done, 257);
+    assert!(!report.stopped);
+
+    // Stopped before it begins: nothing is looked up, and it says so.
+    let stopped = replay(&plan, &options(Method::Readahead), &AtomicBool::new(true));
+    assert_eq!((stopped.lookups_done, stopped.lookups_missing), (0, 0));
+    assert!(stopped.stopped);
+}
+
 /// The build-id `readelf -n` prints for `path`.
 fn readelf_build_id(path: &str) -> String {
     let out = std::process::Command::new("readelf")
