@@ -245,8 +245,8 @@ pub fn replay_with_lead(
     // device), while the program raced ahead and read its libraries itself
     // with readahead windows around them. Once every file is open, that
     // thread checks their build-ids, which the workers do not wait for.
-    // More threads look up the
-    // plan's lookups in need order; the whole-file peers make none.
+    // More threads look up the plan's lookups in need order; the
+    // whole-file peers make none.
     let lookups: &[Lookup] = if options.method.whole_files() {
         &[]
     } else {
@@ -360,8 +360,11 @@ const MAX_DIRECTORY_READ: u64 = 64 << 10;
 /// Threads that make the plan's lookups. Each lookup that misses waits for
 /// one synchronous metadata read; several in flight keep ahead of the
 /// program, which starts at the same moment and makes its own lookups in
-/// the same order.
-pub const LOOKUP_THREADS: usize = 4;
+/// the same order. In traced served Firefox starts (read_ahead_kb 8192, 4
+/// each) the program still read 220-255 metadata blocks itself with one
+/// thread in inode order, 110-179 with one in need order, 109-144 with
+/// four (bench/README.md).
+const LOOKUP_THREADS: usize = 4;
 
 /// Looks up each path in the order the start needs it (then by inode
 /// number), on [`LOOKUP_THREADS`] threads taking the next from one queue,
