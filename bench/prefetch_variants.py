@@ -27,12 +27,11 @@ is restored on every way out."""
 import argparse
 import json
 import os
-import random
 import signal
 import statistics
 import sys
 
-from benchlib import ReadAhead, build_coldstart, read_ahead_settings
+from benchlib import ReadAhead, build_coldstart, median_ci95, read_ahead_settings
 from prefetch_apps import programs, run
 
 LEAD_KB = 32768
@@ -63,10 +62,8 @@ def paired(bench, label, baseline="plan"):
              if (a, rnd) in times and (b, rnd) in times]
     if len(diffs) < 2:
         return None
-    rng = random.Random(0)
-    resampled = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(4000))
-    return (statistics.median(diffs), resampled[100], resampled[3899],
-            sum(d < 0 for d in diffs), len(diffs))
+    low, high = median_ci95(diffs)
+    return statistics.median(diffs), low, high, sum(d < 0 for d in diffs), len(diffs)
 
 
 def measure(coldstart, work, name, argv, ra, runs, variants, served_by=()):
