@@ -276,7 +276,7 @@ fn tell(plan_path: &Path, plan: &Plan, report: &ReplayReport, verbose: bool) {
             eprintln!("{NAME}: {e}");
         }
         eprintln!(
-            "{NAME}: {} by {} on {} threads{} in {:.1} ms: {} of {} extents requested ({:.1} MiB), {} already resident, {} files opened{}{}",
+            "{NAME}: {} by {} on {} threads{} in {:.1} ms: {} of {} extents requested ({:.1} MiB), {} already resident, {} files opened ({} ext4 extent trees cached){}{}",
             plan_path.display(),
             report.method.as_str(),
             report.threads,
@@ -295,6 +295,7 @@ fn tell(plan_path: &Path, plan: &Plan, report: &ReplayReport, verbose: bool) {
             report.bytes_requested as f64 / (1 << 20) as f64,
             report.extents_resident,
             report.files_opened,
+            report.extent_trees,
             if plan.lookups.is_empty() {
                 String::new()
             } else {
