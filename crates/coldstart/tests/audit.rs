@@ -1,7 +1,9 @@
 //! `--no-read-around` end to end: through coldstart-run, a fault on a data
 //! page of a planned shared library that the plan does not hold reads that
 //! one page (the program counts with mincore), where without the flag it
-//! reads a readahead window; the program's output and exit status are the
+//! reads a readahead window; so does a fault on a planned file the program
+//! maps itself with mmap, while a file not in the plan keeps its window and
+//! a failing mmap its errno; the program's output and exit status are the
 //! same with the module as without it; a static program, and a module that
 //! cannot be installed, leave the program unchanged.
 
@@ -46,12 +48,41 @@ int resident(long first, long pages) {
 "#;
 
 const PROGRAM: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 int touch(long page);
 int resident(long first, long pages);
+/* Maps a file itself, touches the middle of the counted pages and counts
+ * them in the page cache once the read has had time to finish; first, a
+ * mapping that fails must leave errno as libc set it. */
+static int map(const char *path, long first, long counted) {
+    errno = 0;
+    void *refused = mmap(0, 4096, PROT_READ, MAP_SHARED, -5, 0);
+    int error = errno;
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || counted > 4096) return 2;
+    char *data = mmap(0, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (data == MAP_FAILED) return 3;
+    (void)((volatile char *)data)[(first + counted / 2) * 4096];
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, 0);
+    unsigned char v[4096];
+    if (mincore(data + first * 4096, counted * 4096, v) != 0) return 4;
+    int n = 0;
+    for (long i = 0; i < counted; i++) n += v[i] & 1;
+    printf("resident %d refused %d errno %d\n", n, refused == MAP_FAILED, error);
+    return 0;
+}
 int main(int argc, char **argv) {
+    if (argc > 4 && strcmp(argv[1], "map") == 0)
+        return map(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc > 1 && strcmp(argv[1], "echo") == 0) {
         printf("out %s\n", argc > 2 ? argv[2] : "-");
         fprintf(stderr, "err line\n");
@@ -168,12 +199,18 @@ fn read_headers(path: &Path) {
 /// The library's pages before its data: ELF header, text, up to the blob.
 const HEADER_PAGES: u64 = 2;
 
-/// coldstart-run with a private cache directory for the module.
+/// coldstart-run with the fixture's plan and a private cache directory for
+/// the module.
 fn wrapper(fixture: &Fixture, no_read_around: bool) -> Command {
+    wrapper_with(fixture, &fixture.plan, no_read_around)
+}
+
+/// coldstart-run with `plan`.
+fn wrapper_with(fixture: &Fixture, plan: &Path, no_read_around: bool) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_coldstart-run"));
     command.env("XDG_CACHE_HOME", fixture.dir.path().join("cache"));
     command.env_remove("LD_AUDIT");
-    command.arg("--plan").arg(&fixture.plan);
+    command.arg("--plan").arg(plan);
     if no_read_around {
         command.arg("--no-read-around");
     }
@@ -223,6 +260,98 @@ fn a_data_fault_reads_its_page_with_the_module_and_a_window_without() {
         );
         // …and with the module only the touched page itself.
         assert_eq!(with, 1, "with the module");
+    }
+}
+
+/// After a cold start through coldstart-run of `program map FILE FIRST
+/// COUNTED`: the counted pages of FILE resident, and whether the program
+/// saw its failing mmap fail with EBADF.
+fn resident_after_mapping(
+    fixture: &Fixture,
+    plan: &Path,
+    program: &Path,
+    file: &Path,
+    no_read_around: bool,
+) -> (u64, bool) {
+    evict(file);
+    let out = run_ok(
+        wrapper_with(fixture, plan, no_read_around)
+            .arg(program)
+            .arg("map")
+            .arg(file)
+            .arg(FIRST.to_string())
+            .arg(COUNTED.to_string()),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = stdout.split_whitespace().collect();
+    match words[..] {
+        ["resident", n, "refused", refused, "errno", errno] => (
+            n.parse().unwrap(),
+            refused == "1" && errno.parse() == Ok(libc::EBADF),
+        ),
+        _ => panic!("unexpected output: {stdout} {out:?}"),
+    }
+}
+
+#[test]
+fn a_planned_file_the_program_maps_itself_reads_its_page_with_the_module() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else { return };
+    let device_kb =
+        coldstart_system::readahead::read_ahead_kb_for(&fixture.library).unwrap_or_default();
+    if device_kb < 8 {
+        return coldstart_testkit::skip(
+            "the test directory's device reads ahead less than two pages: a miss costs a page either way",
+        );
+    }
+    let window = (device_kb * 1024 / PAGE).min(COUNTED);
+    let data = |name: &str| {
+        let path = fixture.dir.path().join(name);
+        coldstart_testkit::cold_file(&path, BLOB_PAGES, PAGE);
+        std::fs::canonicalize(path).unwrap()
+    };
+    let (planned, unplanned) = (data("planned.bin"), data("unplanned.bin"));
+    let plan = fixture.dir.path().join("mapped.plan");
+    let listed = coldstart_prefetch::handmade::file(&planned).unwrap();
+    let handmade = coldstart_prefetch::handmade::plan(PAGE, vec![listed], &[(0, 0, 1)]);
+    std::fs::write(&plan, format::write(&handmade)).unwrap();
+    // Bound lazily (the PLT's first call) and at load (-z now): ld.so
+    // shows the module both bindings.
+    let bind_now = fixture.dir.path().join("prog-now");
+    run_ok(
+        Command::new("cc")
+            .args(["-O2", "-Wl,-z,now", "-o"])
+            .arg(&bind_now)
+            .arg(fixture.dir.path().join("prog.c"))
+            .arg(format!("-L{}", fixture.dir.path().display()))
+            .arg(format!("-Wl,-rpath,{}", fixture.dir.path().display()))
+            .arg("-ldata"),
+    );
+    for program in [&fixture.program, &bind_now] {
+        let run = |file: &Path, no_read_around| {
+            resident_after_mapping(&fixture, &plan, program, file, no_read_around)
+        };
+        let (without, errno_kept) = run(&planned, false);
+        assert!(errno_kept);
+        assert!(
+            without >= window / 2 && without > 1,
+            "{}: without the module {without} of {COUNTED} pages resident, read_ahead_kb {device_kb}",
+            program.display()
+        );
+        let (with, errno_kept) = run(&planned, true);
+        assert_eq!(with, 1, "{}: with the module", program.display());
+        assert!(
+            errno_kept,
+            "{}: errno after a failing mmap",
+            program.display()
+        );
+        // A file the plan does not name keeps its read-around.
+        let (unlisted, _) = run(&unplanned, true);
+        assert!(
+            unlisted >= window / 2 && unlisted > 1,
+            "{}: a file not in the plan, with the module: {unlisted} of {COUNTED} pages",
+            program.display()
+        );
     }
 }
 

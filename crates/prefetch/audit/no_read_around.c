@@ -8,13 +8,23 @@
  * plan's prefetcher brings in the rest. Executable segments are left alone:
  * since Linux 6.16 the kernel reads ahead on exec faults whatever the advice.
  *
+ * Files the program maps itself (archives such as Firefox's omni.ja,
+ * Chromium's .pak files, fonts) are mapped through libc's mmap. la_objopen
+ * asks ld.so to show the module every binding to the base namespace's libc,
+ * and la_symbind64 binds the names mmap and mmap64 to advising_mmap, which
+ * calls libc's own mmap with the same arguments, returns what it returned,
+ * and advises the new mapping the same way when it is a non-executable
+ * mapping of a planned file.
+ *
  * It must never change what the program does, so:
- * - it defines only la_version and la_objopen, which returns 0: no symbol
- *   binding or PLT hook, so ld.so keeps its ordinary lazy-binding trampoline;
+ * - it defines no PLT hook (la_pltenter, la_pltexit), so ld.so keeps its
+ *   ordinary lazy-binding trampoline (glibc 2.35 and later), and binds every
+ *   symbol but those two names to what ld.so found;
  * - it is freestanding (raw syscalls, no libc, no DT_NEEDED): ld.so loads no
- *   second libc into the audit namespace;
- * - every failure (no list, no /proc, a refused syscall) leaves the object as
- *   it was, silently.
+ *   second libc into the audit namespace; the wrapper touches no errno and
+ *   no thread-local state;
+ * - every failure (no list, no /proc, a refused syscall) leaves the object or
+ *   the mapping as it was, silently.
  *
  * The list of planned files comes from the file named by
  * COLDSTART_NO_READ_AROUND_FILES: canonical paths, each ended by '\n'. */
@@ -78,6 +88,9 @@ static long syscall6(long n, long a, long b, long c, long d, long e, long f)
 #endif
 
 #define AT_FDCWD_ (-100)
+#define PROT_EXEC_ 4
+#define MAP_ANONYMOUS_ 0x20 /* the same on x86_64 and aarch64 */
+#define MAP_FAILED_ ((void *)-1)
 #define O_RDONLY_CLOEXEC (0 | 02000000 | 0400) /* O_RDONLY | O_CLOEXEC | O_NOCTTY */
 #define MADV_RANDOM_ 1
 
@@ -207,21 +220,85 @@ static void advise_segments(long fd, uintptr_t base)
 	syscall6(NR_MUNMAP, page, PAGE, 0, 0, 0, 0);
 }
 
+/* libc's mmap in the base namespace, as ld.so bound it; set before the
+ * first call of the wrapper can happen, by the binding that leads to it. */
+typedef void *(*mmap_function)(void *, unsigned long, int, int, int, long);
+static mmap_function libc_mmap;
+
+/* What la_objopen puts in the base namespace libc's cookie, to know it in
+ * la_symbind64. */
+static char libc_mark;
+
+/* Maps as libc's mmap does; then, for a non-executable mapping of a planned
+ * file, marks it MADV_RANDOM. */
+static void *advising_mmap(void *address, unsigned long length, int protection, int flags,
+			   int fd, long offset)
+{
+	mmap_function mmap = __atomic_load_n(&libc_mmap, __ATOMIC_ACQUIRE);
+	void *mapped = mmap(address, length, protection, flags, fd, offset);
+	if (mapped == MAP_FAILED_ || fd < 0 || (flags & MAP_ANONYMOUS_) ||
+	    (protection & PROT_EXEC_))
+		return mapped;
+	char path[4096];
+	long path_length = path_of(fd, path, sizeof path);
+	if (path_length > 0 && listed(path, path_length))
+		syscall6(NR_MADVISE, (long)mapped, (long)length, MADV_RANDOM_, 0, 0, 0);
+	return mapped;
+}
+
+static int same(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
+/* Whether an object's name is glibc's libc.so.6, in whatever directory. */
+static int is_libc(const char *name)
+{
+	const char *base = name;
+	for (const char *at = name; *at; at++)
+		if (*at == '/')
+			base = at + 1;
+	return same(base, "libc.so.6");
+}
+
+uintptr_t la_symbind64(Elf64_Sym *symbol, unsigned int index, uintptr_t *reference_cookie,
+		       uintptr_t *definition_cookie, unsigned int *flags, const char *name)
+{
+	(void)index;
+	(void)reference_cookie;
+	(void)flags;
+	if (definition_cookie && *definition_cookie == (uintptr_t)&libc_mark &&
+	    (same(name, "mmap") || same(name, "mmap64"))) {
+		__atomic_store_n(&libc_mmap, (mmap_function)symbol->st_value, __ATOMIC_RELEASE);
+		return (uintptr_t)advising_mmap;
+	}
+	return symbol->st_value;
+}
+
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
 {
-	(void)lmid;
-	(void)cookie;
 	if (list_length == 0)
 		return 0;
+	/* Every object's bindings to the base namespace's libc pass through
+	 * la_symbind64. */
+	unsigned int watch = LA_FLG_BINDFROM;
+	if (lmid == LM_ID_BASE && map->l_name && is_libc(map->l_name)) {
+		*cookie = (uintptr_t)&libc_mark;
+		watch |= LA_FLG_BINDTO;
+	}
 	/* The main program has an empty name. */
 	const char *name = map->l_name && map->l_name[0] ? map->l_name : "/proc/self/exe";
 	long fd = syscall6(NR_OPENAT, AT_FDCWD_, (long)name, O_RDONLY_CLOEXEC, 0, 0, 0);
 	if (fd < 0)
-		return 0;
+		return watch;
 	char path[4096];
 	long length = path_of(fd, path, sizeof path);
 	if (length > 0 && listed(path, length))
 		advise_segments(fd, map->l_addr);
 	syscall6(NR_CLOSE, fd, 0, 0, 0, 0, 0);
-	return 0;
+	return watch;
 }

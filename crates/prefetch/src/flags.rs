@@ -159,7 +159,7 @@ pub const NO_READ_AROUND: Flag = Flag {
     long: "no-read-around",
     short: None,
     value_name: None,
-    help: "Make a fault on a data (non-executable) mapping of a planned shared library read its own page instead of a readahead window around it, through an LD_AUDIT module given to the program (glibc, dynamically linked programs; the kernel still reads ahead on executable mappings)",
+    help: "Make a fault on a data (non-executable) mapping of a planned file read its own page instead of a readahead window around it: a shared library's data segments, and files the program maps itself with libc's mmap (archives, fonts), through an LD_AUDIT module given to the program (glibc, dynamically linked programs; the kernel still reads ahead on executable mappings)",
     default: None,
     choices: &[],
     set: |flags, _| {

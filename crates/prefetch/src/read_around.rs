@@ -5,7 +5,9 @@
 //! and only the process that owns the mapping can ask (process_madvise takes
 //! no MADV_RANDOM). So the started program carries a small LD_AUDIT module
 //! (audit/no_read_around.c) that advises each planned shared object's
-//! non-executable segments as the loader maps them, before relocation.
+//! non-executable segments as the loader maps them, before relocation, and
+//! binds the program's calls of libc's mmap to a wrapper that advises the
+//! non-executable mappings it makes of planned files (archives, fonts).
 //!
 //! This file installs the module and the list of planned files in a per-user
 //! directory, named by content, and gives the environment that loads them.
