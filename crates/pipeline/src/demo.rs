@@ -76,6 +76,10 @@ pub struct DemoReport {
     pub profile: Option<PathBuf>,
     /// The prefetch plan compiled from the traced run (root only).
     pub plan: Option<coldstart_prefetch::Plan>,
+    /// What the plan did to cold starts: at the kernel's default
+    /// read_ahead_kb, then at the device's own (one entry when they are
+    /// the same; none without a plan).
+    pub plan_effects: Vec<crate::bench::PlanEffect>,
     #[serde(skip)]
     pub plan_path: Option<PathBuf>,
     /// Warm against cold (root) or selective-cold starts, and cold with the

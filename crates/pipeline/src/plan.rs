@@ -1,12 +1,12 @@
 //! Compile the prefetch plan of a traced start and write it beside the
-//! profile.
+//! profile; and the empty plan that times the launcher alone.
 
 use crate::Step;
 use anyhow::Context;
 use coldstart_plan::compile::{CompileOptions, compile};
 use coldstart_prefetch::Plan;
 use coldstart_profile::{Profile, RunId};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Compiles `run` of the profile at `profile` into a plan written to `path`.
 pub fn compile_plan(
@@ -36,4 +36,24 @@ pub fn compile_plan(
         path.display()
     ));
     Ok(compiled.plan)
+}
+
+/// Writes beside `path` (a plan) a plan of no files, no extents and no
+/// lookups, and returns its path: served by it, a start pays the launcher's
+/// own start (its binary read and run, the prefetcher forked) and nothing
+/// is prefetched, which tells that cost apart from the plan's effect.
+pub fn empty_plan_beside(path: &Path) -> anyhow::Result<PathBuf> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let plan = coldstart_prefetch::format::parse(&text, path)?;
+    let empty = Plan {
+        files: Vec::new(),
+        extents: Vec::new(),
+        lookups: Vec::new(),
+        ..plan
+    };
+    let out = path.with_extension("empty.plan");
+    coldstart_prefetch::format::save(&empty, &out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(out)
 }

@@ -5,6 +5,7 @@
 
 use crate::table::{Table, thousands};
 use coldstart_binary::human_bytes;
+use coldstart_pipeline::bench::PlanEffect;
 use coldstart_pipeline::demo::DemoReport;
 use coldstart_pipeline::order::{Comparison, OrderLoop};
 
@@ -47,6 +48,7 @@ pub fn render(demo: &DemoReport) -> String {
     }
     if let Some(path) = &demo.plan_path {
         text.push_str(&format!("\nPrefetch plan: {}\n", path.display()));
+        text.push_str(&render_plan_effects(&demo.plan_effects));
     }
     if let Some(order) = &demo.order {
         text.push_str(&render_order(order));
@@ -69,6 +71,62 @@ pub fn render(demo: &DemoReport) -> String {
         text.push_str(&crate::bench::render(bench, crate::Style::Plain));
     }
     text
+}
+
+/// Cold starts with the plan against plain cold and warm, per setting.
+pub fn render_plan_effects(effects: &[PlanEffect]) -> String {
+    if effects.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new(&[
+        ">read_ahead_kb",
+        ">warm",
+        ">cold",
+        ">cold + plan",
+        ">gap closed",
+        ">cold + empty plan",
+        ">read cold",
+        ">read with plan",
+    ]);
+    let ms = |t: Option<f64>| t.map_or("-".to_string(), |t| format!("{t:.1} ms"));
+    let bytes = |b: Option<f64>| b.map_or("-".to_string(), |b| human_bytes(b as u64));
+    for effect in effects {
+        table.row(vec![
+            effect.read_ahead_kb.to_string(),
+            ms(effect.warm_ms),
+            ms(effect.cold_ms),
+            ms(effect.with_plan_ms),
+            effect
+                .gap_closed()
+                .map_or("-".to_string(), |g| format!("{:.0}%", g * 100.0)),
+            ms(effect.launcher_only_ms),
+            bytes(effect.cold_read_bytes),
+            bytes(effect.with_plan_read_bytes),
+        ]);
+    }
+    let mut out = format!(
+        "  cold starts served by it, medians of {} interleaved runs a setting \
+         (gap closed: (cold - with plan) / (cold - warm)):\n{}  \
+         With an empty plan the start pays the launcher alone (its binary read cold, the \
+         prefetcher forked) and gains nothing: a plan wins only where the start waits on the \
+         disk longer than that.\n",
+        coldstart_pipeline::bench::RUNS,
+        table.render(crate::Style::Plain, "    ")
+    );
+    for effect in effects {
+        if let (Some(cold), Some(plan), Some(launcher)) =
+            (effect.cold_ms, effect.with_plan_ms, effect.launcher_only_ms)
+        {
+            out.push_str(&format!(
+                "  At read_ahead_kb {}: the launcher alone {:+.1} ms against plain cold; the \
+                 plan's reads {:+.1} ms against the launcher alone.\n",
+                effect.read_ahead_kb,
+                launcher - cold,
+                plan - launcher
+            ));
+        }
+    }
+    out
 }
 
 /// The before/after tables.
@@ -140,4 +198,50 @@ fn comparison_table(c: &Comparison) -> String {
         ]);
     }
     table.render(crate::Style::Plain, "    ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plans_effect_is_a_row_a_setting_with_its_gap_closed() {
+        let at_default = PlanEffect {
+            read_ahead_kb: 128,
+            warm_ms: Some(11.0),
+            cold_ms: Some(51.0),
+            with_plan_ms: Some(21.0),
+            launcher_only_ms: Some(54.0),
+            cold_read_bytes: Some(8.0 * 1048576.0),
+            with_plan_read_bytes: Some(3.0 * 1048576.0),
+        };
+        let at_device = PlanEffect {
+            read_ahead_kb: 8192,
+            with_plan_ms: Some(61.0),
+            with_plan_read_bytes: None,
+            ..at_default
+        };
+        let text = render_plan_effects(&[at_default, at_device]);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(2)
+            .take(2)
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0][0], "128");
+        assert_eq!(rows[0][7], "75%", "(51 - 21) / (51 - 11): {text}");
+        assert_eq!(rows[1][0], "8192");
+        assert_eq!(rows[1][7], "-25%", "slower than cold, said so: {text}");
+        assert_eq!(rows[0][8..10], ["54.0", "ms"], "the empty plan: {text}");
+        assert_eq!(rows[1].last(), Some(&"-"), "{text}");
+        // 54 - 51 and 21 - 54.
+        assert!(
+            text.contains(
+                "At read_ahead_kb 128: the launcher alone +3.0 ms against plain cold; the plan's \
+                 reads -33.0 ms against the launcher alone."
+            ),
+            "{text}"
+        );
+        assert_eq!(render_plan_effects(&[]), "");
+    }
 }

@@ -3,16 +3,17 @@
 //! checks it starts (prints READY) and inspects both binaries; as root,
 //! traces its cold start (report and chart), compiles its prefetch plan,
 //! orders and relinks it and measures what the new layout saves; then times
-//! it warm against cold, with the plan and relinked.
+//! it warm against cold, with the plan and relinked, and the plan again at
+//! the kernel's default read_ahead_kb.
 
 use crate::args::{CompilerArg, DemoArgs};
 use crate::output::{self, step};
 use anyhow::Context;
 use coldstart_binary::{InspectOptions, inspect_path};
-use coldstart_pipeline::bench::{Start, bench_starts};
+use coldstart_pipeline::bench::{PlanEffect, Start, bench_plan_at, bench_starts};
 use coldstart_pipeline::cold_start::{ColdStart, trace_cold_start};
 use coldstart_pipeline::demo::DemoReport;
-use coldstart_pipeline::order::{Plain, order_loop};
+use coldstart_pipeline::order::{KERNEL_DEFAULT_READ_AHEAD_KB, Plain, order_loop};
 use coldstart_pipeline::plan::compile_plan;
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_report::chart::ChartOptions;
@@ -144,6 +145,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     );
     bar.finish_and_clear();
     let benched = benched?;
+    let plan_effects = if plan.is_some() {
+        plan_effects(&app, &plan_path, &wrapper, &benched)
+    } else {
+        Vec::new()
+    };
     if let Some(order) = &mut order {
         order.at_device.before.cold_ms = benched.median_ms(Start::Cold);
         order.at_device.after.cold_ms = benched.median_ms(Start::Relinked);
@@ -166,6 +172,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         profile: traced.map(|t| t.profile.clone()),
         plan_path: plan.is_some().then_some(plan_path),
         plan,
+        plan_effects,
         bench: Some(benched.result),
         before: order.as_ref().map(|o| o.at_default.before),
         after: order.as_ref().map(|o| o.at_default.after),
@@ -183,6 +190,33 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         output::print_text(&coldstart_report::demo::render(&report))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The plan's effect at the kernel's default read_ahead_kb (timed once more
+/// here, unless the device is at that setting already) and at the
+/// device's own (from the bench just made there).
+fn plan_effects(
+    app: &coldstart_sample::BuiltApp,
+    plan: &Path,
+    wrapper: &Wrapper,
+    at_device: &coldstart_pipeline::bench::StartBench,
+) -> Vec<PlanEffect> {
+    let device_kb = coldstart_system::readahead::read_ahead_kb_for(&app.executable);
+    let mut effects = Vec::new();
+    if device_kb != Some(KERNEL_DEFAULT_READ_AHEAD_KB) {
+        match bench_plan_at(app, plan, wrapper, KERNEL_DEFAULT_READ_AHEAD_KB, &mut |s| {
+            step(s)
+        }) {
+            Ok(effect) => effects.push(effect),
+            Err(err) => step(&format!(
+                "not timed at read_ahead_kb {KERNEL_DEFAULT_READ_AHEAD_KB}: {err:#}"
+            )),
+        }
+    }
+    if let Some(kb) = device_kb {
+        effects.extend(PlanEffect::of(at_device, kb));
+    }
+    effects
 }
 
 fn spec(args: &DemoArgs) -> anyhow::Result<SampleSpec> {
