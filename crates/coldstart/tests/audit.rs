@@ -237,18 +237,28 @@ fn resident_after_one_touch(fixture: &Fixture, no_read_around: bool) -> u64 {
         .unwrap_or_else(|| panic!("unexpected output: {stdout} {out:?}"))
 }
 
+/// The read_ahead_kb of the test directory's device and the pages of the
+/// counted range a read-around window covers; None after a skip, where a
+/// miss costs a page either way.
+fn read_around(fixture: &Fixture) -> Option<(u64, u64)> {
+    let device_kb =
+        coldstart_system::readahead::read_ahead_kb_for(&fixture.library).unwrap_or_default();
+    if device_kb < 8 {
+        coldstart_testkit::skip(
+            "the test directory's device reads ahead less than two pages: a miss costs a page either way",
+        );
+        return None;
+    }
+    Some((device_kb, (device_kb * 1024 / PAGE).min(COUNTED)))
+}
+
 #[test]
 fn a_data_fault_reads_its_page_with_the_module_and_a_window_without() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(fixture) = fixture() else { return };
-    let device_kb =
-        coldstart_system::readahead::read_ahead_kb_for(&fixture.library).unwrap_or_default();
-    if device_kb < 8 {
-        return coldstart_testkit::skip(
-            "the test directory's device reads ahead less than two pages: a miss costs a page either way",
-        );
-    }
-    let window = (device_kb * 1024 / PAGE).min(COUNTED);
+    let Some((device_kb, window)) = read_around(&fixture) else {
+        return;
+    };
     for _ in 0..2 {
         let without = resident_after_one_touch(&fixture, false);
         let with = resident_after_one_touch(&fixture, true);
@@ -297,14 +307,9 @@ fn resident_after_mapping(
 fn a_planned_file_the_program_maps_itself_reads_its_page_with_the_module() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(fixture) = fixture() else { return };
-    let device_kb =
-        coldstart_system::readahead::read_ahead_kb_for(&fixture.library).unwrap_or_default();
-    if device_kb < 8 {
-        return coldstart_testkit::skip(
-            "the test directory's device reads ahead less than two pages: a miss costs a page either way",
-        );
-    }
-    let window = (device_kb * 1024 / PAGE).min(COUNTED);
+    let Some((device_kb, window)) = read_around(&fixture) else {
+        return;
+    };
     let data = |name: &str| {
         let path = fixture.dir.path().join(name);
         coldstart_testkit::cold_file(&path, BLOB_PAGES, PAGE);
