@@ -9,9 +9,7 @@
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_prefetch::format;
 use coldstart_profile::Profile;
-use coldstart_testkit::{
-    LoopMount, can_trace, make_ext4_image, run_ok, skip, world_readable_temp_dir,
-};
+use coldstart_testkit::{LoopMount, can_trace, ext4_image, run_ok, skip, world_readable_temp_dir};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -56,13 +54,10 @@ fn a_plan_warms_the_inodes_a_cold_start_loaded() {
         return;
     }
     let dir = world_readable_temp_dir("coldstart-lookups-test");
-    let image = dir.path().join("fs.img");
-    if let Err(why) = make_ext4_image(&image, IMAGE_BYTES, &["-I", "256", "-N", "8192"]) {
-        skip(&why);
+    let Some((image, point)) = ext4_image(dir.path(), IMAGE_BYTES, &["-I", "256", "-N", "8192"])
+    else {
         return;
-    }
-    let point = dir.path().join("mnt");
-    std::fs::create_dir(&point).unwrap();
+    };
     let targets: Vec<PathBuf> = (0..TARGETS)
         .map(|k| point.join(format!("target{k}")))
         .collect();

@@ -6,9 +6,7 @@
 //! cache gained over the start, counted by cachestat on the device itself.
 
 use coldstart_prefetch::{PlanFile, format};
-use coldstart_testkit::{
-    LoopMount, can_trace, make_ext4_image, run_ok, skip, world_readable_temp_dir,
-};
+use coldstart_testkit::{LoopMount, can_trace, ext4_image, run_ok, skip, world_readable_temp_dir};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -40,13 +38,9 @@ fn metadata_pages_add_up_to_what_the_block_device_cache_gained() {
         return;
     }
     let dir = world_readable_temp_dir("coldstart-metadata-test");
-    let image = dir.path().join("fs.img");
-    if let Err(why) = make_ext4_image(&image, IMAGE_BYTES, &[]) {
-        skip(&why);
+    let Some((image, point)) = ext4_image(dir.path(), IMAGE_BYTES, &[]) else {
         return;
-    }
-    let point = dir.path().join("mnt");
-    std::fs::create_dir(&point).unwrap();
+    };
     // The plan: the first file of each directory, its one page.
     let planned: Vec<PlanFile>;
     {

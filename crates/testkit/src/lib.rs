@@ -179,9 +179,27 @@ pub fn nm_symbols(binary: &Path) -> Vec<NmSymbol> {
     symbols
 }
 
+/// An empty ext4 image of `bytes` at `dir/fs.img` (4 KiB blocks, `options`
+/// for mkfs.ext4) and an empty directory `dir/mnt` to mount it on; None
+/// after a [`skip`] saying why not (e2fsprogs missing, say).
+pub fn ext4_image(
+    dir: &Path,
+    bytes: u64,
+    options: &[&str],
+) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let image = dir.join("fs.img");
+    if let Err(why) = make_ext4_image(&image, bytes, options) {
+        skip(&why);
+        return None;
+    }
+    let point = dir.join("mnt");
+    std::fs::create_dir(&point).unwrap_or_else(|e| panic!("{}: {e}", point.display()));
+    Some((image, point))
+}
+
 /// Makes an empty ext4 image of `bytes` at `image` with 4 KiB blocks and
 /// `options` for mkfs.ext4; Err says why not (e2fsprogs missing, say).
-pub fn make_ext4_image(image: &Path, bytes: u64, options: &[&str]) -> Result<(), String> {
+fn make_ext4_image(image: &Path, bytes: u64, options: &[&str]) -> Result<(), String> {
     std::fs::File::create(image)
         .and_then(|f| f.set_len(bytes))
         .map_err(|e| format!("{}: {e}", image.display()))?;
