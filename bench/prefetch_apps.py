@@ -83,12 +83,17 @@ def run(argv, **kwargs):
     return subprocess.run(argv, check=True, **kwargs)
 
 
+def remove_profile(db):
+    """Removes a profile database and its SQLite journal files, if any."""
+    for path in [db, db + "-wal", db + "-shm"]:
+        if os.path.exists(path):
+            os.remove(path)
+
+
 def seed(coldstart, work, name, argv, traces):
     """Readahead-off traces into a fresh profile; the bytes they touched."""
     db = os.path.join(work, f"{name}.db")
-    for old in [db, db + "-wal", db + "-shm"]:
-        if os.path.exists(old):
-            os.remove(old)
+    remove_profile(db)
     # The first start of a fresh profile creates it: not a start to measure.
     run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(traces):
@@ -130,8 +135,8 @@ def measure(coldstart, work, name, argv, db, seed_plan, ra, runs, iterations):
     with open(out_md) as f:
         table = f.read()
     by = {v["name"]: v for v in bench["variants"]}
-    no_read_around = traced_misses(coldstart, work, label, argv,
-                                   [wrapper, "--no-read-around", "--plan", refined])
+    no_read_around = traced_misses(coldstart, os.path.join(work, f"{label}.no-read-around.db"),
+                                   argv, [wrapper, "--no-read-around", "--plan", refined])
     return {
         "gap_ci": {which: gap_ci(bench, name, variant) for which, variant in [
             ("seed", f"{name} + seed plan (cold)"),
@@ -158,13 +163,11 @@ def measure(coldstart, work, name, argv, db, seed_plan, ra, runs, iterations):
     }
 
 
-def traced_misses(coldstart, work, label, argv, served_by):
-    """The miss accounting of one cold start traced through `served_by`
-    (coldstart-run and its flags) at the read_ahead_kb in force."""
-    db = os.path.join(work, f"{label}.no-read-around.db")
-    for old in [db, db + "-wal", db + "-shm"]:
-        if os.path.exists(old):
-            os.remove(old)
+def traced_misses(coldstart, db, argv, served_by):
+    """The miss accounting of one cold start traced into a fresh profile
+    `db` through `served_by` (coldstart-run and its flags) at the
+    read_ahead_kb in force."""
+    remove_profile(db)
     run([coldstart, "trace", "--as-root", "-o", db, "--", *served_by, "--", *argv],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     report = json.loads(run([coldstart, "report", db, "--json", "--no-attribution"],

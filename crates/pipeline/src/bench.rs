@@ -262,6 +262,32 @@ pub fn bench_plan_at(
     PlanEffect::of(&bench, read_ahead_kb).context("the bench timed no start with the plan")
 }
 
+/// The plan's effect at the kernel's default read_ahead_kb (timed here,
+/// unless the device holding the app is at that setting already) and at
+/// the device's own (from `at_device`, a bench with the plan just made
+/// there). A bench that fails here is said through `step` and left out.
+pub fn plan_effects(
+    plain: &BuiltApp,
+    plan: &Path,
+    wrapper: &Wrapper,
+    at_device: &StartBench,
+    step: Step<'_>,
+) -> Vec<PlanEffect> {
+    let default_kb = crate::order::KERNEL_DEFAULT_READ_AHEAD_KB;
+    let device_kb = coldstart_system::readahead::read_ahead_kb_for(&plain.executable);
+    let mut effects = Vec::new();
+    if device_kb != Some(default_kb) {
+        match bench_plan_at(plain, plan, wrapper, default_kb, step) {
+            Ok(effect) => effects.push(effect),
+            Err(err) => step(&format!("not timed at read_ahead_kb {default_kb}: {err:#}")),
+        }
+    }
+    if let Some(kb) = device_kb {
+        effects.extend(PlanEffect::of(at_device, kb));
+    }
+    effects
+}
+
 /// Medians of cold starts of the plain and the relinked app, interleaved,
 /// with every device's read_ahead_kb held at `read_ahead_kb` meanwhile.
 pub fn bench_at(

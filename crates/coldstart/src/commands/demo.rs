@@ -10,10 +10,10 @@ use crate::args::{CompilerArg, DemoArgs};
 use crate::output::{self, step};
 use anyhow::Context;
 use coldstart_binary::{InspectOptions, inspect_path};
-use coldstart_pipeline::bench::{PlanEffect, Start, bench_plan_at, bench_starts};
+use coldstart_pipeline::bench::{Start, bench_starts, plan_effects};
 use coldstart_pipeline::cold_start::{ColdStart, trace_cold_start};
 use coldstart_pipeline::demo::DemoReport;
-use coldstart_pipeline::order::{KERNEL_DEFAULT_READ_AHEAD_KB, Plain, order_loop};
+use coldstart_pipeline::order::{Plain, order_loop};
 use coldstart_pipeline::plan::compile_plan;
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_report::chart::ChartOptions;
@@ -146,7 +146,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let benched = benched?;
     let plan_effects = if plan.is_some() {
-        plan_effects(&app, &plan_path, &wrapper, &benched)
+        plan_effects(&app, &plan_path, &wrapper, &benched, &mut |s| step(s))
     } else {
         Vec::new()
     };
@@ -190,33 +190,6 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         output::print_text(&coldstart_report::demo::render(&report))?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The plan's effect at the kernel's default read_ahead_kb (timed once more
-/// here, unless the device is at that setting already) and at the
-/// device's own (from the bench just made there).
-fn plan_effects(
-    app: &coldstart_sample::BuiltApp,
-    plan: &Path,
-    wrapper: &Wrapper,
-    at_device: &coldstart_pipeline::bench::StartBench,
-) -> Vec<PlanEffect> {
-    let device_kb = coldstart_system::readahead::read_ahead_kb_for(&app.executable);
-    let mut effects = Vec::new();
-    if device_kb != Some(KERNEL_DEFAULT_READ_AHEAD_KB) {
-        match bench_plan_at(app, plan, wrapper, KERNEL_DEFAULT_READ_AHEAD_KB, &mut |s| {
-            step(s)
-        }) {
-            Ok(effect) => effects.push(effect),
-            Err(err) => step(&format!(
-                "not timed at read_ahead_kb {KERNEL_DEFAULT_READ_AHEAD_KB}: {err:#}"
-            )),
-        }
-    }
-    if let Some(kb) = device_kb {
-        effects.extend(PlanEffect::of(at_device, kb));
-    }
-    effects
 }
 
 fn spec(args: &DemoArgs) -> anyhow::Result<SampleSpec> {
