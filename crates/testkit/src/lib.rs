@@ -7,15 +7,37 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-/// Indices of the pages of `path` resident in the page cache now, by
-/// mincore(2) on a fresh read-only mapping that is never read. Pages are
-/// the system's page size.
+/// Indices of the pages of `path` resident in the page cache, by mincore(2)
+/// on a fresh read-only mapping that is never read. Pages are the system's
+/// page size.
+///
+/// mincore counts a page only once its read has completed, so a page that
+/// readahead(2), WILLNEED or a readahead window has put in the cache may be
+/// missing for a moment after the program that asked for it exits. This
+/// waits (up to five seconds) until mincore sees as many pages as
+/// cachestat(2) counts in the cache, reads in flight included, and returns
+/// what mincore then sees.
 pub fn resident_pages(path: &Path) -> Vec<u64> {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let len = file.metadata().unwrap().len() as usize;
     if len == 0 {
         return Vec::new();
     }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let resident = mincore_pages(&file, len, path);
+        match cached_page_count(&file) {
+            Some(cached) if cached > resident.len() as u64 => {}
+            _ => return resident,
+        }
+        if std::time::Instant::now() >= deadline {
+            return resident;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+fn mincore_pages(file: &std::fs::File, len: usize, path: &Path) -> Vec<u64> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
     // SAFETY: read-only shared map of a file we opened, only given to
@@ -39,6 +61,42 @@ pub fn resident_pages(path: &Path) -> Vec<u64> {
     (0..vec.len() as u64)
         .filter(|&i| vec[i as usize] & 1 == 1)
         .collect()
+}
+
+/// Pages of `file` in the page cache by cachestat(2) (Linux 6.5), which
+/// counts a page from the moment its read starts; None where the kernel has
+/// no cachestat.
+fn cached_page_count(file: &std::fs::File) -> Option<u64> {
+    #[repr(C)]
+    struct Range {
+        off: u64,
+        len: u64,
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Stat {
+        nr_cache: u64,
+        nr_dirty: u64,
+        nr_writeback: u64,
+        nr_evicted: u64,
+        nr_recently_evicted: u64,
+    }
+    const SYS_CACHESTAT: libc::c_long = 451;
+    // len 0: to the end of the file.
+    let range = Range { off: 0, len: 0 };
+    let mut stat = Stat::default();
+    // SAFETY: cachestat reads `range` and writes one struct cachestat into
+    // `stat`; both live across the call.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd(),
+            &range as *const Range,
+            &mut stat as *mut Stat,
+            0u32,
+        )
+    };
+    (rc == 0).then_some(stat.nr_cache)
 }
 
 /// Writes `pages` pages of `page_size` bytes to `path` (byte `i % 241` of
