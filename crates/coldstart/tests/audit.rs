@@ -3,7 +3,9 @@
 //! one page (the program counts with mincore), where without the flag it
 //! reads a readahead window; so does a fault on a planned file the program
 //! maps itself with mmap, while a file not in the plan keeps its window and
-//! a failing mmap its errno; the program's output and exit status are the
+//! a failing mmap its errno; the program's own readahead(2), WILLNEED
+//! fadvise and WILLNEED madvise on a planned file read nothing, with the
+//! answers (and errors) the kernel gives; the program's output and exit status are the
 //! same with the module as without it; a static program, and a module that
 //! cannot be installed, leave the program unchanged.
 
@@ -48,6 +50,7 @@ int resident(long first, long pages) {
 "#;
 
 const PROGRAM: &str = r#"
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -80,7 +83,44 @@ static int map(const char *path, long first, long counted) {
     printf("resident %d refused %d errno %d\n", n, refused == MAP_FAILED, error);
     return 0;
 }
+/* Asks the kernel for three ranges of a file without touching them:
+ * readahead(2), posix_fadvise(WILLNEED) and madvise(WILLNEED) on a mapping
+ * of it, 8 pages each from the pages given; then makes the calls the module
+ * must pass to the kernel because they fail there, and prints every answer
+ * with its errno. */
+static int ask(const char *path, long first, long second, long third) {
+    int fd = open(path, O_RDONLY);
+    int writer = open(path, O_WRONLY);
+    struct stat st;
+    if (fd < 0 || writer < 0 || fstat(fd, &st) != 0) return 2;
+    errno = 0;
+    long ra = readahead(fd, first * 4096, 8 * 4096);
+    int ra_errno = errno;
+    int fa = posix_fadvise(fd, second * 4096, 8 * 4096, POSIX_FADV_WILLNEED);
+    char *data = mmap(0, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) return 3;
+    errno = 0;
+    int ma = madvise(data + third * 4096, 8 * 4096, MADV_WILLNEED);
+    int ma_errno = errno;
+    printf("readahead %ld %d fadvise %d madvise %d %d\n", ra, ra_errno, fa, ma, ma_errno);
+    errno = 0;
+    long bad_ra = readahead(writer, first * 4096, 4096);
+    int bad_ra_errno = errno;
+    int bad_fa = posix_fadvise(fd, 0, -4096, POSIX_FADV_WILLNEED);
+    errno = 0;
+    int unaligned = madvise(data + third * 4096 + 1, 4096, MADV_WILLNEED);
+    int unaligned_errno = errno;
+    if (munmap(data, st.st_size) != 0) return 4;
+    errno = 0;
+    int unmapped = madvise(data + third * 4096, 4096, MADV_WILLNEED);
+    int unmapped_errno = errno;
+    printf("refused %ld %d %d %d %d %d %d\n", bad_ra, bad_ra_errno, bad_fa, unaligned,
+           unaligned_errno, unmapped, unmapped_errno);
+    return 0;
+}
 int main(int argc, char **argv) {
+    if (argc > 5 && strcmp(argv[1], "ask") == 0)
+        return ask(argv[2], atol(argv[3]), atol(argv[4]), atol(argv[5]));
     if (argc > 4 && strcmp(argv[1], "map") == 0)
         return map(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc > 1 && strcmp(argv[1], "echo") == 0) {
@@ -303,6 +343,43 @@ fn resident_after_mapping(
     }
 }
 
+/// Two cold data files of BLOB_PAGES pages, `PREFIX-planned.bin` and
+/// `PREFIX-unplanned.bin` (canonical paths), and a plan, `PREFIX.plan`, that
+/// lists the first (its first page).
+fn planned_and_unplanned(fixture: &Fixture, prefix: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let data = |name: String| {
+        let path = fixture.dir.path().join(name);
+        coldstart_testkit::cold_file(&path, BLOB_PAGES, PAGE);
+        std::fs::canonicalize(path).unwrap()
+    };
+    let planned = data(format!("{prefix}-planned.bin"));
+    let unplanned = data(format!("{prefix}-unplanned.bin"));
+    let plan = fixture.dir.path().join(format!("{prefix}.plan"));
+    let listed = coldstart_prefetch::handmade::file(&planned).unwrap();
+    let handmade = coldstart_prefetch::handmade::plan(PAGE, vec![listed], &[(0, 0, 1)]);
+    std::fs::write(&plan, format::write(&handmade)).unwrap();
+    (planned, unplanned, plan)
+}
+
+/// The fixture's program linked with `-z now`: with the fixture's own
+/// (lazy) one, ld.so shows the module both kinds of binding, at the PLT's
+/// first call and at load.
+fn bind_now(fixture: &Fixture) -> PathBuf {
+    let program = fixture.dir.path().join("prog-now");
+    if !program.exists() {
+        run_ok(
+            Command::new("cc")
+                .args(["-O2", "-Wl,-z,now", "-o"])
+                .arg(&program)
+                .arg(fixture.dir.path().join("prog.c"))
+                .arg(format!("-L{}", fixture.dir.path().display()))
+                .arg(format!("-Wl,-rpath,{}", fixture.dir.path().display()))
+                .arg("-ldata"),
+        );
+    }
+    program
+}
+
 #[test]
 fn a_planned_file_the_program_maps_itself_reads_its_page_with_the_module() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -310,29 +387,8 @@ fn a_planned_file_the_program_maps_itself_reads_its_page_with_the_module() {
     let Some((device_kb, window)) = read_around(&fixture) else {
         return;
     };
-    let data = |name: &str| {
-        let path = fixture.dir.path().join(name);
-        coldstart_testkit::cold_file(&path, BLOB_PAGES, PAGE);
-        std::fs::canonicalize(path).unwrap()
-    };
-    let (planned, unplanned) = (data("planned.bin"), data("unplanned.bin"));
-    let plan = fixture.dir.path().join("mapped.plan");
-    let listed = coldstart_prefetch::handmade::file(&planned).unwrap();
-    let handmade = coldstart_prefetch::handmade::plan(PAGE, vec![listed], &[(0, 0, 1)]);
-    std::fs::write(&plan, format::write(&handmade)).unwrap();
-    // Bound lazily (the PLT's first call) and at load (-z now): ld.so
-    // shows the module both bindings.
-    let bind_now = fixture.dir.path().join("prog-now");
-    run_ok(
-        Command::new("cc")
-            .args(["-O2", "-Wl,-z,now", "-o"])
-            .arg(&bind_now)
-            .arg(fixture.dir.path().join("prog.c"))
-            .arg(format!("-L{}", fixture.dir.path().display()))
-            .arg(format!("-Wl,-rpath,{}", fixture.dir.path().display()))
-            .arg("-ldata"),
-    );
-    for program in [&fixture.program, &bind_now] {
+    let (planned, unplanned, plan) = planned_and_unplanned(&fixture, "mapped");
+    for program in [&fixture.program, &bind_now(&fixture)] {
         let run = |file: &Path, no_read_around| {
             resident_after_mapping(&fixture, &plan, program, file, no_read_around)
         };
@@ -357,6 +413,70 @@ fn a_planned_file_the_program_maps_itself_reads_its_page_with_the_module() {
             "{}: a file not in the plan, with the module: {unlisted} of {COUNTED} pages",
             program.display()
         );
+    }
+}
+
+/// Where the program asks for 8 pages each: by readahead(2), by
+/// posix_fadvise and by madvise. Far from the first pages, which the plan's
+/// prefetcher reads (with whatever window the kernel adds).
+const ASKED: [u64; 3] = [1024, 2048, 3072];
+
+/// After a cold start through coldstart-run of `program ask FILE …`: the
+/// pages of FILE from page 512 on in the page cache (settled, by mincore),
+/// and what the program printed.
+fn resident_after_asking(
+    fixture: &Fixture,
+    plan: &Path,
+    program: &Path,
+    file: &Path,
+    no_read_around: bool,
+) -> (Vec<u64>, String) {
+    evict(file);
+    let out = run_ok(
+        wrapper_with(fixture, plan, no_read_around)
+            .arg(program)
+            .arg("ask")
+            .arg(file)
+            .args(ASKED.map(|page| page.to_string())),
+    );
+    let resident = coldstart_testkit::resident_pages(file)
+        .into_iter()
+        .filter(|&page| page >= 512)
+        .collect();
+    (resident, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_planned_file_the_program_asks_to_read_ahead_is_left_to_the_plan() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(fixture) = fixture() else { return };
+    let (planned, unplanned, plan) = planned_and_unplanned(&fixture, "asked");
+    let all_asked: Vec<u64> = ASKED.iter().flat_map(|&first| first..first + 8).collect();
+    // Success for the three asks, and the kernel's own errors for a
+    // write-only descriptor (EBADF), a negative length (EINVAL), an
+    // unaligned address (EINVAL) and an unmapped one (ENOMEM).
+    let expected_output = format!(
+        "readahead 0 0 fadvise 0 madvise 0 0\nrefused -1 {} {} -1 {} -1 {}\n",
+        libc::EBADF,
+        libc::EINVAL,
+        libc::EINVAL,
+        libc::ENOMEM
+    );
+    for program in [&fixture.program, &bind_now(&fixture)] {
+        let run = |file: &Path, no_read_around| {
+            resident_after_asking(&fixture, &plan, program, file, no_read_around)
+        };
+        let name = program.display();
+        let (without, output) = run(&planned, false);
+        assert_eq!(without, all_asked, "{name}: without the module");
+        assert_eq!(output, expected_output, "{name}: without the module");
+        let (with, output) = run(&planned, true);
+        assert_eq!(with, Vec::<u64>::new(), "{name}: with the module");
+        assert_eq!(output, expected_output, "{name}: with the module");
+        // A file the plan does not name is read as the program asked.
+        let (unlisted, output) = run(&unplanned, true);
+        assert_eq!(unlisted, all_asked, "{name}: a file not in the plan");
+        assert_eq!(output, expected_output, "{name}: a file not in the plan");
     }
 }
 

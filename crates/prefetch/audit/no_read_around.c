@@ -16,6 +16,20 @@
  * and advises the new mapping the same way when it is a non-executable
  * mapping of a planned file.
  *
+ * The program's own requests to read ahead in a planned file are left to the
+ * plan as well: readahead(2), posix_fadvise(POSIX_FADV_WILLNEED) on a planned
+ * file, and madvise(MADV_WILLNEED) inside a mapping of a planned file that
+ * advising_mmap made, return success without asking the kernel. The kernel
+ * caps each such call at the readahead size, so at a large read_ahead_kb
+ * (Firefox asks for each of its libraries whole, and for omni.ja) they read
+ * megabytes the start never touches. They are hints: with the arguments let
+ * through, the kernel's answer is success, so the answer is the same. Other
+ * advice, other files and anything the module cannot vouch for go to libc.
+ * A mapping is forgotten when munmap through the PLT removes it; one removed
+ * otherwise (a GOT-bound munmap, MAP_FIXED, mremap) is remembered until its
+ * slot is reused, and a WILLNEED on whatever is mapped there then is dropped
+ * too (docs/no-read-around.md).
+ *
  * It must never change what the program does, so:
  * - it defines no PLT hook (la_pltenter, la_pltexit), so ld.so keeps its
  *   ordinary lazy-binding trampoline (glibc 2.35 and later), and binds every
@@ -48,6 +62,7 @@
 #define NR_READLINKAT 267
 #define NR_MMAP 9
 #define NR_MUNMAP 11
+#define NR_FCNTL 72
 static long syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
 	long ret;
@@ -68,6 +83,7 @@ static long syscall6(long n, long a, long b, long c, long d, long e, long f)
 #define NR_READLINKAT 78
 #define NR_MMAP 222
 #define NR_MUNMAP 215
+#define NR_FCNTL 25
 static long syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long x8 __asm__("x8") = n;
@@ -93,6 +109,12 @@ static long syscall6(long n, long a, long b, long c, long d, long e, long f)
 #define MAP_FAILED_ ((void *)-1)
 #define O_RDONLY_CLOEXEC (0 | 02000000 | 0400) /* O_RDONLY | O_CLOEXEC | O_NOCTTY */
 #define MADV_RANDOM_ 1
+#define MADV_WILLNEED_ 3
+#define POSIX_FADV_WILLNEED_ 3 /* the same on x86_64 and aarch64 */
+#define F_GETFL_ 3
+#define O_ACCMODE_ 3
+#define O_WRONLY_ 1
+#define O_PATH_ 010000000
 
 /* The planned paths, '\n'-separated; empty when there is no list. */
 static char list[LIST_CAPACITY];
@@ -220,10 +242,67 @@ static void advise_segments(long fd, uintptr_t base)
 	syscall6(NR_MUNMAP, page, PAGE, 0, 0, 0, 0);
 }
 
-/* libc's mmap in the base namespace, as ld.so bound it; set before the
- * first call of the wrapper can happen, by the binding that leads to it. */
+/* libc's functions in the base namespace, as ld.so bound them; each is set
+ * before the first call of its wrapper can happen, by the binding that leads
+ * to it. */
 typedef void *(*mmap_function)(void *, unsigned long, int, int, int, long);
 static mmap_function libc_mmap;
+typedef int (*munmap_function)(void *, unsigned long);
+static munmap_function libc_munmap;
+typedef long (*readahead_function)(int, long, unsigned long);
+static readahead_function libc_readahead;
+typedef int (*fadvise_function)(int, long, long, int);
+static fadvise_function libc_posix_fadvise, libc_posix_fadvise64;
+typedef int (*madvise_function)(void *, unsigned long, int);
+static madvise_function libc_madvise;
+
+/* The mappings of planned files advising_mmap advised, [start, end) page
+ * ranges, in slots reused round-robin; a free slot has end 0. A writer
+ * clears end, then sets start, then end; a reader takes a slot only when it
+ * reads the same end before and after start. */
+#define MAPPINGS 256
+static uintptr_t mapping_start[MAPPINGS];
+static uintptr_t mapping_end[MAPPINGS];
+static unsigned int mapping_next;
+
+static void remember_mapping(uintptr_t start, uintptr_t end)
+{
+	unsigned int slot = __atomic_fetch_add(&mapping_next, 1, __ATOMIC_RELAXED) % MAPPINGS;
+	__atomic_store_n(&mapping_end[slot], 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&mapping_start[slot], start, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&mapping_end[slot], end, __ATOMIC_SEQ_CST);
+}
+
+/* Whether [start, end) lies inside one remembered mapping. */
+static int within_mapping(uintptr_t start, uintptr_t end)
+{
+	for (int slot = 0; slot < MAPPINGS; slot++) {
+		uintptr_t before = __atomic_load_n(&mapping_end[slot], __ATOMIC_SEQ_CST);
+		uintptr_t first = __atomic_load_n(&mapping_start[slot], __ATOMIC_SEQ_CST);
+		uintptr_t after = __atomic_load_n(&mapping_end[slot], __ATOMIC_SEQ_CST);
+		if (before != 0 && before == after && first <= start && end <= after)
+			return 1;
+	}
+	return 0;
+}
+
+/* Forgets the remembered mappings that overlap [start, end). */
+static void forget_mappings(uintptr_t start, uintptr_t end)
+{
+	for (int slot = 0; slot < MAPPINGS; slot++) {
+		uintptr_t last = __atomic_load_n(&mapping_end[slot], __ATOMIC_SEQ_CST);
+		uintptr_t first = __atomic_load_n(&mapping_start[slot], __ATOMIC_SEQ_CST);
+		if (last != 0 && first < end && start < last)
+			__atomic_compare_exchange_n(&mapping_end[slot], &last, 0, 0, __ATOMIC_SEQ_CST,
+						    __ATOMIC_SEQ_CST);
+	}
+}
+
+static uintptr_t page_end(uintptr_t start, unsigned long length)
+{
+	uintptr_t end = start + ((length + PAGE - 1) & ~(PAGE - 1));
+	return end < start ? 0 : end;
+}
 
 /* What la_objopen puts in the base namespace libc's cookie, to know it in
  * la_symbind64. */
@@ -241,9 +320,85 @@ static void *advising_mmap(void *address, unsigned long length, int protection, 
 		return mapped;
 	char path[4096];
 	long path_length = path_of(fd, path, sizeof path);
-	if (path_length > 0 && listed(path, path_length))
+	if (path_length > 0 && listed(path, path_length)) {
 		syscall6(NR_MADVISE, (long)mapped, (long)length, MADV_RANDOM_, 0, 0, 0);
+		uintptr_t end = page_end((uintptr_t)mapped, length);
+		if (end)
+			remember_mapping((uintptr_t)mapped, end);
+	}
 	return mapped;
+}
+
+/* Unmaps as libc's munmap does; a remembered mapping it removed is
+ * forgotten. */
+static int forgetting_munmap(void *address, unsigned long length)
+{
+	munmap_function munmap = __atomic_load_n(&libc_munmap, __ATOMIC_ACQUIRE);
+	int result = munmap(address, length);
+	uintptr_t end = page_end((uintptr_t)address, length);
+	if (result == 0 && end)
+		forget_mappings((uintptr_t)address, end);
+	return result;
+}
+
+/* Whether `fd` is open on a planned file in a way that lets the kernel read
+ * ahead through it: readable, and not an O_PATH descriptor (on which
+ * readahead and fadvise fail with EBADF). */
+static int planned_and_readable(int fd)
+{
+	if (fd < 0)
+		return 0;
+	char path[4096];
+	long path_length = path_of(fd, path, sizeof path);
+	if (path_length <= 0 || !listed(path, path_length))
+		return 0;
+	long flags = syscall6(NR_FCNTL, fd, F_GETFL_, 0, 0, 0, 0);
+	return flags >= 0 && !(flags & O_PATH_) && (flags & O_ACCMODE_) != O_WRONLY_;
+}
+
+/* readahead(2) on a planned file succeeds without reading: the plan reads
+ * what the start needs. */
+static long planned_readahead(int fd, long offset, unsigned long count)
+{
+	if (offset >= 0 && planned_and_readable(fd))
+		return 0;
+	readahead_function readahead = __atomic_load_n(&libc_readahead, __ATOMIC_ACQUIRE);
+	return readahead(fd, offset, count);
+}
+
+/* posix_fadvise(POSIX_FADV_WILLNEED) on a planned file succeeds without
+ * reading; other advice goes to libc. */
+static int fadvise_or_skip(fadvise_function fadvise, int fd, long offset, long length, int advice)
+{
+	if (advice == POSIX_FADV_WILLNEED_ && offset >= 0 && length >= 0 &&
+	    planned_and_readable(fd))
+		return 0;
+	return fadvise(fd, offset, length, advice);
+}
+
+static int planned_posix_fadvise(int fd, long offset, long length, int advice)
+{
+	return fadvise_or_skip(__atomic_load_n(&libc_posix_fadvise, __ATOMIC_ACQUIRE), fd, offset,
+			       length, advice);
+}
+
+static int planned_posix_fadvise64(int fd, long offset, long length, int advice)
+{
+	return fadvise_or_skip(__atomic_load_n(&libc_posix_fadvise64, __ATOMIC_ACQUIRE), fd,
+			       offset, length, advice);
+}
+
+/* madvise(MADV_WILLNEED) on a page-aligned range inside a remembered mapping
+ * of a planned file succeeds without reading; anything else goes to libc. */
+static int planned_madvise(void *address, unsigned long length, int advice)
+{
+	uintptr_t start = (uintptr_t)address;
+	uintptr_t end = page_end(start, length);
+	if (advice == MADV_WILLNEED_ && (start & (PAGE - 1)) == 0 && length > 0 && end &&
+	    within_mapping(start, end))
+		return 0;
+	madvise_function madvise = __atomic_load_n(&libc_madvise, __ATOMIC_ACQUIRE);
+	return madvise(address, length, advice);
 }
 
 static int same(const char *a, const char *b)
@@ -271,12 +426,34 @@ uintptr_t la_symbind64(Elf64_Sym *symbol, unsigned int index, uintptr_t *referen
 	(void)index;
 	(void)reference_cookie;
 	(void)flags;
-	if (definition_cookie && *definition_cookie == (uintptr_t)&libc_mark &&
-	    (same(name, "mmap") || same(name, "mmap64"))) {
-		__atomic_store_n(&libc_mmap, (mmap_function)symbol->st_value, __ATOMIC_RELEASE);
+	if (!definition_cookie || *definition_cookie != (uintptr_t)&libc_mark)
+		return symbol->st_value;
+	uintptr_t found = symbol->st_value;
+	if (same(name, "mmap") || same(name, "mmap64")) {
+		__atomic_store_n(&libc_mmap, (mmap_function)found, __ATOMIC_RELEASE);
 		return (uintptr_t)advising_mmap;
 	}
-	return symbol->st_value;
+	if (same(name, "munmap")) {
+		__atomic_store_n(&libc_munmap, (munmap_function)found, __ATOMIC_RELEASE);
+		return (uintptr_t)forgetting_munmap;
+	}
+	if (same(name, "readahead")) {
+		__atomic_store_n(&libc_readahead, (readahead_function)found, __ATOMIC_RELEASE);
+		return (uintptr_t)planned_readahead;
+	}
+	if (same(name, "posix_fadvise")) {
+		__atomic_store_n(&libc_posix_fadvise, (fadvise_function)found, __ATOMIC_RELEASE);
+		return (uintptr_t)planned_posix_fadvise;
+	}
+	if (same(name, "posix_fadvise64")) {
+		__atomic_store_n(&libc_posix_fadvise64, (fadvise_function)found, __ATOMIC_RELEASE);
+		return (uintptr_t)planned_posix_fadvise64;
+	}
+	if (same(name, "madvise")) {
+		__atomic_store_n(&libc_madvise, (madvise_function)found, __ATOMIC_RELEASE);
+		return (uintptr_t)planned_madvise;
+	}
+	return found;
 }
 
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
