@@ -9,8 +9,9 @@ under the first telling frame of the kernel stack: a page fault or a read()
 waiting on a page (being read by someone else, or its own miss), an ext4
 directory lookup, inode, extent-tree or bitmap read (metadata), and so on.
 Prints the first thread's (the program's main thread, which is the
-launcher's pid when COMMAND is `coldstart-run ... -- PROGRAM`) and the
-largest totals by thread name.
+launcher's pid when COMMAND is `coldstart-run ... -- PROGRAM`) totals and
+longest waits, with when they began, and the largest totals by thread
+name.
 
     sudo bench/d_waits.py [--cold] [--top N] -- COMMAND [ARGS...]
 
@@ -109,6 +110,7 @@ def main():
     blocked = {}
     main_thread = collections.Counter()
     main_count = collections.Counter()
+    main_waits = []
     by_thread = collections.Counter()
     for t, prev, comm, state, nxt, stack in events:
         names[prev] = comm
@@ -119,6 +121,7 @@ def main():
             if nxt == first:
                 main_thread[why] += ms
                 main_count[why] += 1
+                main_waits.append((ms, (since - events[0][0]) * 1000, why))
         if state.startswith("D"):
             blocked[prev] = (t, cause(stack))
     print(f"command exited with status {status}")
@@ -127,6 +130,10 @@ def main():
     for why, ms in main_thread.most_common():
         print(f"| {why} | {ms:.1f} | {main_count[why]} |")
     print(f"| total | {sum(main_thread.values()):.1f} | {sum(main_count.values())} |")
+    print(f"\nits {args.top} longest waits (ms after the first context switch recorded):")
+    print("| at ms | ms | cause |\n|--:|--:|---|")
+    for ms, at, why in sorted(main_waits, reverse=True)[:args.top]:
+        print(f"| {at:.1f} | {ms:.1f} | {why} |")
     print(f"\nevery thread, by name (the {args.top} largest):")
     print("| thread | cause | ms |\n|---|---|--:|")
     for (name, why), ms in by_thread.most_common(args.top):
