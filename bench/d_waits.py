@@ -13,7 +13,7 @@ launcher's pid when COMMAND is `coldstart-run ... -- PROGRAM`) totals and
 longest waits, with when they began, and the largest totals by thread
 name.
 
-    sudo bench/d_waits.py [--cold] [--top N] -- COMMAND [ARGS...]
+    sudo bench/d_waits.py [--cold] [--top N] [--stacks N] -- COMMAND [ARGS...]
 
 --cold drops the page cache first (sync; drop_caches 3), as a cold start.
 Needs perf with the sched tracepoints (root). Nothing is left behind but
@@ -54,6 +54,8 @@ def cause(stack):
         return "ext4 inode read"
     if frames & {"ext4_find_extent", "ext4_map_blocks"}:
         return "ext4 extent tree"
+    if "blkdev_issue_discard" in frames:
+        return "discard of freed blocks (a filesystem mounted -o discard)"
     if frames & {"ext4_free_blocks", "ext4_mb_load_buddy_gfp", "ext4_read_block_bitmap"}:
         return "ext4 block bitmap (freeing or allocating blocks)"
     named = next((f for f in stack if f not in GENERIC), "?")
@@ -61,7 +63,8 @@ def cause(stack):
 
 
 def switches(perf_data):
-    """(time s, prev pid, prev comm, prev state, next pid, kernel stack)."""
+    """(time s, prev pid, prev comm, prev state, next pid, function names of
+    the call chain, its frames as perf prints them)."""
     script = subprocess.run(["perf", "script", "-i", perf_data], capture_output=True,
                             text=True, check=True).stdout
     current = None
@@ -71,13 +74,14 @@ def switches(perf_data):
                 parts = line.split()
                 if len(parts) > 1:
                     current[5].append(parts[1].split("+")[0])
+                    current[6].append(" ".join(parts[1:]))
             continue
         m = SWITCH.search(line)
         if m:
             if current is not None:
                 yield current
             current = [float(m.group(1)), int(m.group(3)), m.group(2), m.group(4),
-                       int(m.group(6)), []]
+                       int(m.group(6)), [], []]
     if current is not None:
         yield current
 
@@ -86,6 +90,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cold", action="store_true", help="drop the page cache first")
     parser.add_argument("--top", type=int, default=12, help="rows of the per-thread table")
+    parser.add_argument("--stacks", type=int, default=0, metavar="N",
+                        help="print the call chains of the main thread's N longest waits")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -112,18 +118,18 @@ def main():
     main_count = collections.Counter()
     main_waits = []
     by_thread = collections.Counter()
-    for t, prev, comm, state, nxt, stack in events:
+    for t, prev, comm, state, nxt, stack, frames in events:
         names[prev] = comm
         if nxt in blocked:
-            since, why = blocked.pop(nxt)
+            since, why, chain = blocked.pop(nxt)
             ms = (t - since) * 1000
             by_thread[(names.get(nxt, "?"), why)] += ms
             if nxt == first:
                 main_thread[why] += ms
                 main_count[why] += 1
-                main_waits.append((ms, (since - events[0][0]) * 1000, why))
+                main_waits.append((ms, (since - events[0][0]) * 1000, why, chain))
         if state.startswith("D"):
-            blocked[prev] = (t, cause(stack))
+            blocked[prev] = (t, cause(stack), frames)
     print(f"command exited with status {status}")
     print(f"\nthread {first} (the program's main thread), blocked in D:")
     print(f"| cause | ms | waits |\n|---|--:|--:|")
@@ -132,8 +138,13 @@ def main():
     print(f"| total | {sum(main_thread.values()):.1f} | {sum(main_count.values())} |")
     print(f"\nits {args.top} longest waits (ms after the first context switch recorded):")
     print("| at ms | ms | cause |\n|--:|--:|---|")
-    for ms, at, why in sorted(main_waits, reverse=True)[:args.top]:
+    longest = sorted(main_waits, key=lambda w: w[0], reverse=True)
+    for ms, at, why, _ in longest[:args.top]:
         print(f"| {at:.1f} | {ms:.1f} | {why} |")
+    for ms, at, why, chain in longest[:args.stacks]:
+        print(f"\n{ms:.1f} ms at {at:.1f} ms ({why}):")
+        for frame in chain:
+            print(f"    {frame}")
     print(f"\nevery thread, by name (the {args.top} largest):")
     print("| thread | cause | ms |\n|---|---|--:|")
     for (name, why), ms in by_thread.most_common(args.top):
