@@ -742,7 +742,9 @@ page each fault or read() demanded, not the readahead window around it), drops p
 earlier refinement added that the program no longer uses, and repeats until a start \
 leaves nothing to learn or --iterations have run. The plan file is replaced, atomically, \
 only by a plan that did better than every one before it. The served starts are kept in the profile \
-(`coldstart report --plan` explains each) and never seed a plan.";
+(`coldstart report --plan` explains each) and never seed a plan. With --no-read-around \
+they are served the way `coldstart run --no-read-around` serves the plan, so that what \
+the plan learns is what the program still reads that way.";
 
 const PLAN_EXAMPLES: &str = "\
 Examples:
@@ -750,7 +752,8 @@ Examples:
   coldstart plan ff.db -o firefox.plan
   coldstart plan ff.db --runs 2,3 --min-fraction 0.6 --max-mb 100 -o firefox.plan
   sudo coldstart plan ff.db --calibrate -o firefox.plan
-  sudo coldstart plan ff.db -o firefox.plan --refine -- firefox-esr --headless ...";
+  sudo coldstart plan ff.db -o firefox.plan --refine -- firefox-esr --headless ...
+  sudo coldstart plan ff.db -o firefox.plan --refine --no-read-around -- firefox-esr ...";
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -816,6 +819,12 @@ pub struct PlanArgs {
     /// --refine: read_ahead_kb for the starts with a plan [default: the device's own]
     #[arg(long, value_name = "KB", requires = "refine")]
     pub read_ahead_kb: Option<u64>,
+
+    /// --refine: serve the starts with a plan with --no-read-around, as the plan
+    /// will be served, so that what the program still reads under it is what the
+    /// plan learns
+    #[arg(long, requires = "refine")]
+    pub no_read_around: bool,
 
     #[command(flatten)]
     pub readiness: Readiness,

@@ -286,6 +286,28 @@ fn reasons(by_reason: &Value) -> BTreeMap<String, (u64, u64)> {
         .collect()
 }
 
+/// `coldstart plan DATA/refine.db -o DATA/app.plan --refine --json FLAGS --
+/// fast_slow ...` over fresh data files in `data`, the program appending
+/// to `record`; its JSON report.
+fn refine(data: &Path, record: &Path, flags: &[&str]) -> Value {
+    data_file(data, "probe.dat", PROBE_FILE_PAGES);
+    data_file(data, "slow.dat", WORK_FILE_PAGES);
+    data_file(data, "fast.dat", WORK_FILE_PAGES);
+    let program = build_program(data);
+    json(&run_ok(
+        coldstart()
+            .arg("plan")
+            .arg(data.join("refine.db"))
+            .arg("-o")
+            .arg(data.join("app.plan"))
+            .args(["--refine", "--json"])
+            .args(flags)
+            .arg("--")
+            .arg(&program)
+            .args(program_args(data, record)),
+    ))
+}
+
 #[test]
 fn the_refined_plan_covers_what_fast_and_slow_starts_load() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -297,29 +319,17 @@ fn the_refined_plan_covers_what_fast_and_slow_starts_load() {
     };
     let records = record_dir();
     let data = dir.path();
-    data_file(data, "probe.dat", PROBE_FILE_PAGES);
-    data_file(data, "slow.dat", WORK_FILE_PAGES);
-    data_file(data, "fast.dat", WORK_FILE_PAGES);
-    let program = build_program(data);
     let record = records.path().join("record");
-    let db = data.join("refine.db");
-    let plan = data.join("app.plan");
-
-    let out = run_ok(
-        coldstart()
-            .arg("plan")
-            .arg(&db)
-            .arg("-o")
-            .arg(&plan)
-            .args(["--refine", "--json", "--iterations", "4", "--seeds", "2"])
-            .arg("--")
-            .arg(&program)
-            .args(program_args(data, &record)),
-    );
-    let report = json(&out);
+    let (db, plan) = (data.join("refine.db"), data.join("app.plan"));
+    let report = refine(data, &record, &["--iterations", "4", "--seeds", "2"]);
     let starts = read_record(&record);
     let iterations = report["iterations"].as_array().expect("iterations");
     assert!(!iterations.is_empty(), "{report:#}");
+    // Served plainly: coldstart-run with the plan and no other flag.
+    for argv in served_argvs(&db) {
+        assert_eq!(wrapper_flags(&argv).len(), 2, "{argv:?}");
+        assert_eq!(wrapper_flags(&argv)[0], "--plan", "{argv:?}");
+    }
     assert_eq!(
         starts.len(),
         2 + 2 + iterations.len(),
@@ -439,6 +449,74 @@ fn the_refined_plan_covers_what_fast_and_slow_starts_load() {
     assert!(
         planned_total as f64 <= 1.2 * touched_total as f64,
         "{planned_total} pages planned for {touched_total} touched: {final_plan:?}"
+    );
+}
+
+/// The command lines of the profile's runs that went through coldstart-run,
+/// by `coldstart runs --json`.
+fn served_argvs(db: &Path) -> Vec<Vec<String>> {
+    let runs = json(&run_ok(coldstart().arg("runs").arg(db).arg("--json")));
+    runs["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|run| {
+            run["argv"]
+                .as_array()
+                .expect("argv")
+                .iter()
+                .map(|word| word.as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|argv| argv[0].ends_with("/coldstart-run"))
+        .collect()
+}
+
+/// coldstart-run's own flags in a served command line (the words before
+/// `--`).
+fn wrapper_flags(argv: &[String]) -> Vec<&str> {
+    argv[1..]
+        .iter()
+        .take_while(|word| *word != "--")
+        .map(String::as_str)
+        .collect()
+}
+
+#[test]
+fn refine_serves_its_starts_with_no_read_around_when_asked() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_trace() {
+        return;
+    }
+    let Some(dir) = disk_tempdir() else {
+        return;
+    };
+    let records = record_dir();
+    let data = dir.path();
+    let record = records.path().join("record");
+    let db = data.join("refine.db");
+    let report = refine(
+        data,
+        &record,
+        &["--iterations", "1", "--seeds", "1", "--no-read-around"],
+    );
+    let iterations = report["iterations"].as_array().expect("iterations");
+    assert_eq!(iterations.len(), 1, "{report:#}");
+    assert!(iterations[0]["misses"].is_object(), "{report:#}");
+    // The program's own record: a seed, the warm start (and its warm-up),
+    // and the one served start, which the seed plan's probe page made fast.
+    let starts = read_record(&record);
+    assert_eq!(starts.len(), 4, "{starts:?}");
+    assert_eq!(starts[3].mode, Some(Mode::Fast), "{starts:?}");
+    // The served start went through coldstart-run with the flag, the plan
+    // after it; the trace recorded the command line as it was run.
+    let served = served_argvs(&db);
+    assert_eq!(served.len(), 1, "{served:?}");
+    let plan_start = data.join("app.plan.start1");
+    assert_eq!(
+        wrapper_flags(&served[0]),
+        ["--no-read-around", "--plan", plan_start.to_str().unwrap()],
+        "{served:?}"
     );
 }
 

@@ -108,7 +108,7 @@ pub fn bench_starts(
             ),
         ] {
             commands.push(LaunchSpec {
-                argv: wrapper.argv(path, &[executable.as_os_str().to_owned()]),
+                argv: wrapper.argv(&[], path, &[executable.as_os_str().to_owned()]),
                 ..sample_launch(executable)?
             });
             add(

@@ -66,6 +66,9 @@ pub struct RefineOptions {
     /// What starts the program with a plan (`coldstart-run`, or
     /// `coldstart run`).
     pub prefetcher: Wrapper,
+    /// Serve the starts with `--no-read-around`, as the plan will be
+    /// served, so that the misses learned are the ones left under it.
+    pub no_read_around: bool,
     /// Readahead-off starts to trace first when the profile has none.
     pub seeds: usize,
     /// Starts to trace with a plan, at most.
@@ -208,7 +211,11 @@ fn iterate(
                     read_ahead_kb: options.read_ahead_kb,
                     ..TraceOptions::cold(clone_launch(
                         &options.launch,
-                        Some((&options.prefetcher, candidate_path)),
+                        Some(Served {
+                            wrapper: &options.prefetcher,
+                            no_read_around: options.no_read_around,
+                            plan: candidate_path,
+                        }),
                     ))
                 },
                 interrupted,
@@ -381,10 +388,24 @@ fn ended_well(reason: EndReason, run: RunId) -> anyhow::Result<()> {
     }
 }
 
-/// The program's launch, behind the prefetcher with `plan` when given.
-fn clone_launch(launch: &LaunchSpec, prefetch: Option<(&Wrapper, &Path)>) -> LaunchSpec {
-    let argv = match prefetch {
-        Some((wrapper, plan)) => wrapper.argv(plan, &launch.argv),
+/// How a start is served: through which wrapper, with which plan.
+struct Served<'a> {
+    wrapper: &'a Wrapper,
+    no_read_around: bool,
+    plan: &'a Path,
+}
+
+/// The program's launch, behind the prefetcher when `served`.
+fn clone_launch(launch: &LaunchSpec, served: Option<Served<'_>>) -> LaunchSpec {
+    let argv = match served {
+        Some(served) => {
+            let flags: &[&str] = if served.no_read_around {
+                &["--no-read-around"]
+            } else {
+                &[]
+            };
+            served.wrapper.argv(flags, served.plan, &launch.argv)
+        }
         None => launch.argv.clone(),
     };
     LaunchSpec {

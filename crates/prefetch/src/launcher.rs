@@ -39,12 +39,15 @@ impl Wrapper {
         self.subcommand.is_empty()
     }
 
-    /// The command line that starts `command` with `plan` through it.
-    pub fn argv(&self, plan: &Path, command: &[OsString]) -> Vec<OsString> {
+    /// The command line that starts `command` with `plan` through it, with
+    /// `flags` (of coldstart run's, such as `--no-read-around`) before the
+    /// plan.
+    pub fn argv(&self, flags: &[&str], plan: &Path, command: &[OsString]) -> Vec<OsString> {
         let mut argv = vec![self.path.clone().into_os_string()];
         if !self.is_small() {
             argv.push("run".into());
         }
+        argv.extend(flags.iter().map(OsString::from));
         argv.extend(["--plan".into(), plan.as_os_str().to_owned(), "--".into()]);
         argv.extend(command.iter().cloned());
         argv
@@ -208,19 +211,30 @@ mod tests {
             subcommand: "",
         };
         let command = [OsString::from("/app")];
-        let words = |w: &Wrapper| {
-            w.argv(Path::new("/p.plan"), &command)
+        let words = |w: &Wrapper, flags: &[&str]| {
+            w.argv(flags, Path::new("/p.plan"), &command)
                 .into_iter()
                 .map(|a| a.into_string().unwrap())
                 .collect::<Vec<_>>()
         };
         assert_eq!(
-            words(&big),
+            words(&big, &[]),
             ["/bin/coldstart", "run", "--plan", "/p.plan", "--", "/app"]
         );
         assert_eq!(
-            words(&small),
+            words(&small, &[]),
             ["/bin/coldstart-run", "--plan", "/p.plan", "--", "/app"]
+        );
+        assert_eq!(
+            words(&small, &["--no-read-around"]),
+            [
+                "/bin/coldstart-run",
+                "--no-read-around",
+                "--plan",
+                "/p.plan",
+                "--",
+                "/app"
+            ]
         );
     }
 }

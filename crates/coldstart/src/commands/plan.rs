@@ -170,6 +170,7 @@ fn refine(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         prefetcher: Wrapper::beside(
             std::env::current_exe().context("cannot find coldstart's own executable")?,
         ),
+        no_read_around: args.no_read_around,
         seeds: args.seeds,
         iterations: args.iterations,
         read_ahead_kb: args.read_ahead_kb,
