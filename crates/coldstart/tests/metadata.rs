@@ -19,9 +19,7 @@ const IMAGE_BYTES: u64 = 64 << 20;
 
 fn cached_pages(device: &Path) -> u64 {
     let file = std::fs::File::open(device).unwrap();
-    coldstart_system::cache::cached_pages_in(&file, 0, IMAGE_BYTES)
-        .unwrap()
-        .expect("cachestat on the loop device")
+    coldstart_testkit::cached_pages(&file, 0, IMAGE_BYTES).expect("cachestat on the loop device")
 }
 
 fn files(point: &Path) -> Vec<PathBuf> {

@@ -45,8 +45,7 @@ fn leaf_blocks(image: &Path, path_in_image: &str) -> Vec<u64> {
 /// buffers, which leaves their pages present but not marked up to date,
 /// and mincore counts only up-to-date pages (it found none here).
 fn block_cached(device: &std::fs::File, block: u64) -> bool {
-    coldstart_system::cache::cached_pages_in(device, block * PAGE, PAGE)
-        .unwrap()
+    coldstart_testkit::cached_pages(device, block * PAGE, PAGE)
         .expect("cachestat on the loop device")
         == 1
 }

@@ -26,7 +26,8 @@ pub fn resident_pages(path: &Path) -> Vec<u64> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let resident = mincore_pages(&file, len, path);
-        match cached_page_count(&file) {
+        // Offset 0, length 0: the whole file.
+        match cached_pages(&file, 0, 0) {
             Some(cached) if cached > resident.len() as u64 => {}
             _ => return resident,
         }
@@ -63,10 +64,12 @@ fn mincore_pages(file: &std::fs::File, len: usize, path: &Path) -> Vec<u64> {
         .collect()
 }
 
-/// Pages of `file` in the page cache by cachestat(2) (Linux 6.5), which
-/// counts a page from the moment its read starts; None where the kernel has
-/// no cachestat.
-fn cached_page_count(file: &std::fs::File) -> Option<u64> {
+/// Pages of `file` in the page cache from byte `offset` for `len` bytes (0:
+/// to the end), by cachestat(2) (Linux 6.5). It counts a page from the
+/// moment its read starts, and pages read as buffers (a block device's
+/// metadata), which mincore does not; None where the kernel has no
+/// cachestat. Any open file, a block device's too.
+pub fn cached_pages(file: &std::fs::File, offset: u64, len: u64) -> Option<u64> {
     #[repr(C)]
     struct Range {
         off: u64,
@@ -81,9 +84,10 @@ fn cached_page_count(file: &std::fs::File) -> Option<u64> {
         nr_evicted: u64,
         nr_recently_evicted: u64,
     }
+    // The same number on x86_64 and aarch64 (the syscall table new calls
+    // share since Linux 5.1).
     const SYS_CACHESTAT: libc::c_long = 451;
-    // len 0: to the end of the file.
-    let range = Range { off: 0, len: 0 };
+    let range = Range { off: offset, len };
     let mut stat = Stat::default();
     // SAFETY: cachestat reads `range` and writes one struct cachestat into
     // `stat`; both live across the call.
