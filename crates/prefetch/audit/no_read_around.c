@@ -242,19 +242,16 @@ static void advise_segments(long fd, uintptr_t base)
 	syscall6(NR_MUNMAP, page, PAGE, 0, 0, 0, 0);
 }
 
-/* libc's functions in the base namespace, as ld.so bound them; each is set
- * before the first call of its wrapper can happen, by the binding that leads
- * to it. */
+/* libc's functions in the base namespace, as ld.so bound them, by address;
+ * each is set before the first call of its wrapper can happen, by the
+ * binding that leads to it (the table `wrapped`, below). */
+static uintptr_t libc_mmap, libc_munmap, libc_readahead, libc_posix_fadvise, libc_madvise;
 typedef void *(*mmap_function)(void *, unsigned long, int, int, int, long);
-static mmap_function libc_mmap;
 typedef int (*munmap_function)(void *, unsigned long);
-static munmap_function libc_munmap;
 typedef long (*readahead_function)(int, long, unsigned long);
-static readahead_function libc_readahead;
 typedef int (*fadvise_function)(int, long, long, int);
-static fadvise_function libc_posix_fadvise, libc_posix_fadvise64;
 typedef int (*madvise_function)(void *, unsigned long, int);
-static madvise_function libc_madvise;
+#define LIBC(function, type) ((type)__atomic_load_n(&libc_##function, __ATOMIC_ACQUIRE))
 
 /* The mappings of planned files advising_mmap advised, [start, end) page
  * ranges, in slots reused round-robin; a free slot has end 0. A writer
@@ -313,8 +310,7 @@ static char libc_mark;
 static void *advising_mmap(void *address, unsigned long length, int protection, int flags,
 			   int fd, long offset)
 {
-	mmap_function mmap = __atomic_load_n(&libc_mmap, __ATOMIC_ACQUIRE);
-	void *mapped = mmap(address, length, protection, flags, fd, offset);
+	void *mapped = LIBC(mmap, mmap_function)(address, length, protection, flags, fd, offset);
 	if (mapped == MAP_FAILED_ || fd < 0 || (flags & MAP_ANONYMOUS_) ||
 	    (protection & PROT_EXEC_))
 		return mapped;
@@ -333,8 +329,7 @@ static void *advising_mmap(void *address, unsigned long length, int protection, 
  * forgotten. */
 static int forgetting_munmap(void *address, unsigned long length)
 {
-	munmap_function munmap = __atomic_load_n(&libc_munmap, __ATOMIC_ACQUIRE);
-	int result = munmap(address, length);
+	int result = LIBC(munmap, munmap_function)(address, length);
 	uintptr_t end = page_end((uintptr_t)address, length);
 	if (result == 0 && end)
 		forget_mappings((uintptr_t)address, end);
@@ -362,30 +357,18 @@ static long planned_readahead(int fd, long offset, unsigned long count)
 {
 	if (offset >= 0 && planned_and_readable(fd))
 		return 0;
-	readahead_function readahead = __atomic_load_n(&libc_readahead, __ATOMIC_ACQUIRE);
-	return readahead(fd, offset, count);
+	return LIBC(readahead, readahead_function)(fd, offset, count);
 }
 
 /* posix_fadvise(POSIX_FADV_WILLNEED) on a planned file succeeds without
- * reading; other advice goes to libc. */
-static int fadvise_or_skip(fadvise_function fadvise, int fd, long offset, long length, int advice)
+ * reading; other advice goes to libc. posix_fadvise64 is the same function
+ * on the 64-bit targets the module is built for. */
+static int planned_posix_fadvise(int fd, long offset, long length, int advice)
 {
 	if (advice == POSIX_FADV_WILLNEED_ && offset >= 0 && length >= 0 &&
 	    planned_and_readable(fd))
 		return 0;
-	return fadvise(fd, offset, length, advice);
-}
-
-static int planned_posix_fadvise(int fd, long offset, long length, int advice)
-{
-	return fadvise_or_skip(__atomic_load_n(&libc_posix_fadvise, __ATOMIC_ACQUIRE), fd, offset,
-			       length, advice);
-}
-
-static int planned_posix_fadvise64(int fd, long offset, long length, int advice)
-{
-	return fadvise_or_skip(__atomic_load_n(&libc_posix_fadvise64, __ATOMIC_ACQUIRE), fd,
-			       offset, length, advice);
+	return LIBC(posix_fadvise, fadvise_function)(fd, offset, length, advice);
 }
 
 /* madvise(MADV_WILLNEED) on a page-aligned range inside a remembered mapping
@@ -397,8 +380,7 @@ static int planned_madvise(void *address, unsigned long length, int advice)
 	if (advice == MADV_WILLNEED_ && (start & (PAGE - 1)) == 0 && length > 0 && end &&
 	    within_mapping(start, end))
 		return 0;
-	madvise_function madvise = __atomic_load_n(&libc_madvise, __ATOMIC_ACQUIRE);
-	return madvise(address, length, advice);
+	return LIBC(madvise, madvise_function)(address, length, advice);
 }
 
 static int same(const char *a, const char *b)
@@ -420,6 +402,22 @@ static int is_libc(const char *name)
 	return same(base, "libc.so.6");
 }
 
+/* The libc functions the module binds to its wrappers: where libc's own
+ * address is kept, and the wrapper bound instead. */
+static const struct {
+	const char *name;
+	uintptr_t *libc;
+	uintptr_t wrapper;
+} wrapped[] = {
+	{"mmap", &libc_mmap, (uintptr_t)advising_mmap},
+	{"mmap64", &libc_mmap, (uintptr_t)advising_mmap},
+	{"munmap", &libc_munmap, (uintptr_t)forgetting_munmap},
+	{"readahead", &libc_readahead, (uintptr_t)planned_readahead},
+	{"posix_fadvise", &libc_posix_fadvise, (uintptr_t)planned_posix_fadvise},
+	{"posix_fadvise64", &libc_posix_fadvise, (uintptr_t)planned_posix_fadvise},
+	{"madvise", &libc_madvise, (uintptr_t)planned_madvise},
+};
+
 uintptr_t la_symbind64(Elf64_Sym *symbol, unsigned int index, uintptr_t *reference_cookie,
 		       uintptr_t *definition_cookie, unsigned int *flags, const char *name)
 {
@@ -428,32 +426,12 @@ uintptr_t la_symbind64(Elf64_Sym *symbol, unsigned int index, uintptr_t *referen
 	(void)flags;
 	if (!definition_cookie || *definition_cookie != (uintptr_t)&libc_mark)
 		return symbol->st_value;
-	uintptr_t found = symbol->st_value;
-	if (same(name, "mmap") || same(name, "mmap64")) {
-		__atomic_store_n(&libc_mmap, (mmap_function)found, __ATOMIC_RELEASE);
-		return (uintptr_t)advising_mmap;
-	}
-	if (same(name, "munmap")) {
-		__atomic_store_n(&libc_munmap, (munmap_function)found, __ATOMIC_RELEASE);
-		return (uintptr_t)forgetting_munmap;
-	}
-	if (same(name, "readahead")) {
-		__atomic_store_n(&libc_readahead, (readahead_function)found, __ATOMIC_RELEASE);
-		return (uintptr_t)planned_readahead;
-	}
-	if (same(name, "posix_fadvise")) {
-		__atomic_store_n(&libc_posix_fadvise, (fadvise_function)found, __ATOMIC_RELEASE);
-		return (uintptr_t)planned_posix_fadvise;
-	}
-	if (same(name, "posix_fadvise64")) {
-		__atomic_store_n(&libc_posix_fadvise64, (fadvise_function)found, __ATOMIC_RELEASE);
-		return (uintptr_t)planned_posix_fadvise64;
-	}
-	if (same(name, "madvise")) {
-		__atomic_store_n(&libc_madvise, (madvise_function)found, __ATOMIC_RELEASE);
-		return (uintptr_t)planned_madvise;
-	}
-	return found;
+	for (unsigned long i = 0; i < sizeof wrapped / sizeof wrapped[0]; i++)
+		if (same(name, wrapped[i].name)) {
+			__atomic_store_n(wrapped[i].libc, symbol->st_value, __ATOMIC_RELEASE);
+			return wrapped[i].wrapper;
+		}
+	return symbol->st_value;
 }
 
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie)
