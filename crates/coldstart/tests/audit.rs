@@ -173,15 +173,7 @@ fn fixture() -> Option<Fixture> {
     let program_source = dir.path().join("prog.c");
     std::fs::write(&program_source, PROGRAM).unwrap();
     let program = dir.path().join("prog");
-    run_ok(
-        Command::new("cc")
-            .args(["-O2", "-o"])
-            .arg(&program)
-            .arg(&program_source)
-            .arg(format!("-L{}", dir.path().display()))
-            .arg(format!("-Wl,-rpath,{}", dir.path().display()))
-            .arg("-ldata"),
-    );
+    link_program(dir.path(), &program, &[]);
     // The plan names the file by the path the module reads back from /proc.
     let canonical = std::fs::canonicalize(&library).unwrap();
     let meta = std::fs::metadata(&library).unwrap();
@@ -367,17 +359,25 @@ fn planned_and_unplanned(fixture: &Fixture, prefix: &str) -> (PathBuf, PathBuf, 
 fn bind_now(fixture: &Fixture) -> PathBuf {
     let program = fixture.dir.path().join("prog-now");
     if !program.exists() {
-        run_ok(
-            Command::new("cc")
-                .args(["-O2", "-Wl,-z,now", "-o"])
-                .arg(&program)
-                .arg(fixture.dir.path().join("prog.c"))
-                .arg(format!("-L{}", fixture.dir.path().display()))
-                .arg(format!("-Wl,-rpath,{}", fixture.dir.path().display()))
-                .arg("-ldata"),
-        );
+        link_program(fixture.dir.path(), &program, &["-Wl,-z,now"]);
     }
     program
+}
+
+/// Builds `dir`/prog.c into `program`, linked to `dir`/libdata.so (found
+/// there at run time too), with `flags`.
+fn link_program(dir: &Path, program: &Path, flags: &[&str]) {
+    run_ok(
+        Command::new("cc")
+            .arg("-O2")
+            .args(flags)
+            .arg("-o")
+            .arg(program)
+            .arg(dir.join("prog.c"))
+            .arg(format!("-L{}", dir.display()))
+            .arg(format!("-Wl,-rpath,{}", dir.display()))
+            .arg("-ldata"),
+    );
 }
 
 #[test]
