@@ -42,15 +42,11 @@ pub fn hits_per_call(probes: &LoaderProbes) -> u64 {
 /// Whether this process runs under the ld.so the probes go on (a probe
 /// fires in the processes mapping its file).
 pub fn runs_under(ld_so: &Path) -> bool {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+    let Ok(maps) = coldstart_system::proc::maps(std::process::id() as i32) else {
         return false;
     };
-    let Some(wanted) = ld_so.to_str() else {
-        return false;
-    };
-    maps.lines()
-        .filter_map(|line| line.split_whitespace().nth(5))
-        .any(|path| path == wanted)
+    let wanted = ld_so.as_os_str().as_encoded_bytes();
+    maps.lines().any(|line| line.file_path() == Some(wanted))
 }
 
 /// The median round's time of one `dlopen` of an object already loaded,
