@@ -47,11 +47,11 @@ use std::collections::HashSet;
 use std::fmt::Write;
 
 /// Left of the plots: room for the offset labels.
-pub const MARGIN_LEFT: f64 = 90.0;
+const MARGIN_LEFT: f64 = 90.0;
 /// Right of the plots: room for section labels.
-pub const MARGIN_RIGHT: f64 = 150.0;
+const MARGIN_RIGHT: f64 = 150.0;
 /// Title, legend and the ready label above the first panel.
-pub const HEADER_HEIGHT: f64 = 64.0;
+const HEADER_HEIGHT: f64 = 64.0;
 /// The file's name above each plot.
 const PANEL_TITLE: f64 = 20.0;
 /// Time labels under each plot, and the gap to the next panel.
@@ -96,7 +96,7 @@ impl Default for ChartOptions {
 /// The end of the time axis in ns: the latest of the run's end, the ready
 /// mark, every page event, every read request's end and every loader
 /// span's end (at least 1).
-pub fn time_extent_ns(timeline: &Timeline) -> i64 {
+fn time_extent_ns(timeline: &Timeline) -> i64 {
     let mut t_max = timeline
         .ended_ns
         .unwrap_or(0)

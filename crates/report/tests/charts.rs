@@ -8,7 +8,7 @@ use coldstart_analyze::{
 };
 use coldstart_profile::{LoaderPhase, PageEventKind};
 use coldstart_report::chart::loader::MAX_PROCESSES;
-use coldstart_report::chart::{self, ChartOptions, HEADER_HEIGHT, MARGIN_LEFT, MARGIN_RIGHT};
+use coldstart_report::chart::{self, ChartOptions};
 use coldstart_report::html::html;
 use coldstart_report::perfetto::{LANE_TID_BASE, perfetto_json};
 use std::collections::BTreeMap;
@@ -18,6 +18,13 @@ use std::process::{Command, Stdio};
 const PAGE: u64 = 4096;
 const MS: i64 = 1_000_000;
 const NASTY: &str = r#"/tmp/a<b&c"d>/lib'x.so"#;
+
+// The geometry of a default chart, written out by hand: 1200 px wide, 90
+// px of offset labels left of each plot and 150 px of section labels right
+// of it, so the time axis runs from x = 90 to x = 1200 − 150 = 1050: 960 px
+// for t_max, 9.6 px per ms when t_max is 100 ms.
+const PLOT_LEFT: f64 = 90.0;
+const PLOT_WIDTH: f64 = 960.0;
 
 fn process(pid: i32, tgid: i32, comm: &str) -> ProcessInfo {
     ProcessInfo {
@@ -348,7 +355,8 @@ fn svg_is_well_formed_and_has_every_group() {
     // libc's 20-40 ms of a 100 ms axis, seen from app's panel: pixel
     // columns 192 to 383 of the 960 px plot.
     let libc = format!(" {}", spans[0][0]);
-    assert_eq!(attribute(&libc, "x"), MARGIN_LEFT + 192.0);
+    // 90 + 960 · 20/100 = 90 + 192.
+    assert_eq!(attribute(&libc, "x"), 282.0);
     assert_eq!(attribute(&libc, "width"), 192.0);
 }
 
@@ -411,12 +419,13 @@ fn one_touch_mark_per_occupied_cell() {
 #[test]
 fn ready_line_sits_on_the_documented_time_scale() {
     let options = ChartOptions::default();
-    let plot_width = options.width as f64 - MARGIN_LEFT - MARGIN_RIGHT;
 
+    // sample() is ready at 80 ms and ends at 100 ms, after its last event
+    // (libc's touch at 40 ms, the nasty file's read ending at 51 ms), so
+    // t_max is 100 ms: x = 90 + 960 · 80/100 = 90 + 768.
     let svg = chart::svg(&sample(), &options);
     let line = ready_line(&svg);
-    let expected = MARGIN_LEFT + plot_width * (80.0 / 100.0);
-    assert!((attribute(line, "x1") - expected).abs() < 0.01, "{line}");
+    assert!((attribute(line, "x1") - 858.0).abs() < 0.01, "{line}");
     assert_eq!(attribute(line, "x1"), attribute(line, "x2"));
 
     // An event after the end stretches the axis: t_max is the latest time.
@@ -425,9 +434,9 @@ fn ready_line_sits_on_the_documented_time_scale() {
         .points
         .push(point(400 * MS, 101, 1, 1, PageEventKind::Fault));
     let svg = chart::svg(&late, &options);
-    let expected = MARGIN_LEFT + plot_width * (80.0 / 400.0);
-    assert!((attribute(ready_line(&svg), "x1") - expected).abs() < 0.01);
-    assert_eq!(chart::time_extent_ns(&late), 400 * MS);
+    // x = 90 + 960 · 80/400 = 90 + 192; within 0.01 px this pins t_max to
+    // 400 ms ± 0.002 ms.
+    assert!((attribute(ready_line(&svg), "x1") - 282.0).abs() < 0.01);
 }
 
 #[test]
@@ -816,8 +825,7 @@ fn lane_rects(svg: &str, phase: &str) -> Vec<LaneRect> {
 
 /// The x of `t_ns` on the documented axis, for a chart of default width.
 fn axis_x(t_ns: i64, t_max_ns: i64) -> f64 {
-    let plot_width = ChartOptions::default().width as f64 - MARGIN_LEFT - MARGIN_RIGHT;
-    MARGIN_LEFT + plot_width * t_ns as f64 / t_max_ns as f64
+    PLOT_LEFT + PLOT_WIDTH * t_ns as f64 / t_max_ns as f64
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -848,8 +856,9 @@ fn loader_lane_draws_each_phase_where_the_axis_puts_it() {
     assert_eq!(rows, ["start", "load", "relocate", "init", "dlopen"]);
 
     // Every span wide enough is one rect, where the axis puts it.
-    let t_max = chart::time_extent_ns(&t);
-    assert_eq!(t_max, 100 * MS);
+    // The run ends at 100 ms, after the last loader span (the dlopen,
+    // 50-60 ms) and the last page event (51 ms).
+    let t_max = 100 * MS;
     for phase in LoaderPhase::ALL
         .into_iter()
         .filter(|&p| p != LoaderPhase::Entry)
@@ -1110,7 +1119,9 @@ fn no_lane_without_loader_spans() {
     );
     assert_eq!(
         svg_height(&empty),
-        HEADER_HEIGHT + (20.0 + 160.0 + 34.0) + 20.0
+        // A 64 px header (title, legend, ready label), one empty panel of
+        // 20 px title + 160 px plot + 34 px time labels, 20 px of footnote.
+        64.0 + (20.0 + 160.0 + 34.0) + 20.0
     );
     let page = html(&report(0), &sample(), &ChartOptions::default());
     assert!(!page.contains("loader-note"));
