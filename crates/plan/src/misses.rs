@@ -31,13 +31,13 @@
 //! readahead window around a demanded page. Refining a plan adds demanded
 //! pages only.
 
-use crate::compile::{Identity, identity, plannable_path};
+use crate::compile::plannable_path;
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
 use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
-use coldstart_prefetch::replay::is_prefetcher;
-use coldstart_profile::{FileId, PageEventKind, ReadaheadKind, RunId};
+use coldstart_prefetch::replay;
+use coldstart_profile::{FileId, FileIdentity, PageEventKind, ReadaheadKind, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -239,7 +239,7 @@ pub struct Miss {
 struct PlanView {
     /// Planned pages by path.
     pages: HashMap<String, PageSet>,
-    identity: HashMap<String, Identity>,
+    identity: HashMap<String, FileIdentity>,
 }
 
 impl PlanView {
@@ -255,14 +255,7 @@ impl PlanView {
                 file.path.clone(),
                 PageSet::from_ranges(ranges.remove(&index).unwrap_or_default()),
             );
-            identity.insert(
-                file.path.clone(),
-                Identity {
-                    size: file.size,
-                    mtime_ns: file.mtime_ns,
-                    build_id: file.build_id.clone(),
-                },
-            );
+            identity.insert(file.path.clone(), file.identity());
         }
         PlanView { pages, identity }
     }
@@ -270,10 +263,7 @@ impl PlanView {
 
 /// The tasks of `run`'s tree that are the prefetcher's.
 pub fn prefetcher_tasks(run: &LoadedRun) -> HashSet<i32> {
-    run.tree_processes()
-        .filter(|p| is_prefetcher(p.comm.as_deref()))
-        .map(|p| p.pid)
-        .collect()
+    replay::prefetcher_tasks(run.tree_processes().map(|p| (p.pid, p.comm.as_deref())))
 }
 
 /// Every page the program's processes read themselves in `run`, with its
@@ -290,8 +280,8 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
             .map(str::to_string)
             .unwrap_or_else(|| label(file));
         let planned = view.pages.get(&path);
-        let same = match (view.identity.get(&path), identity(file)) {
-            (Some(want), Some(seen)) => want.same(&seen),
+        let same = match (view.identity.get(&path), file.identity()) {
+            (Some(want), Some(seen)) => want.same_as(&seen),
             // A size the run could not learn says nothing against the plan.
             (Some(_), None) => true,
             (None, _) => false,
@@ -379,9 +369,7 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
                     });
                 }
             }
-            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
-                if ours && !prefetcher.contains(&e.pid) =>
-            {
+            kind if kind.is_demand() && ours && !prefetcher.contains(&e.pid) => {
                 for page in event_pages(e) {
                     demanded.entry((e.file_id, page)).or_insert(e.t_ns);
                 }
@@ -401,7 +389,7 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
 fn in_kernel_files(run: &LoadedRun) -> HashSet<FileId> {
     run.files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .filter(|f| f.in_kernel())
         .map(|f| f.id)
         .collect()
 }
@@ -418,10 +406,9 @@ pub fn metadata_files(run: &LoadedRun) -> HashMap<FileId, String> {
     let devices: HashMap<u64, String> = run
         .files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) != 0)
+        .filter(|f| !f.in_kernel())
         .map(|f| {
-            let dev = f.dev as libc::dev_t;
-            let (major, minor) = (libc::major(dev), libc::minor(dev));
+            let (major, minor) = (f.dev_major(), f.dev_minor());
             (
                 (u64::from(major) << 20) | u64::from(minor),
                 format!("{major}:{minor}"),
@@ -430,7 +417,7 @@ pub fn metadata_files(run: &LoadedRun) -> HashMap<FileId, String> {
         .collect();
     run.files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .filter(|f| f.in_kernel())
         .filter_map(|f| devices.get(&f.ino).map(|device| (f.id, device.clone())))
         .collect()
 }
