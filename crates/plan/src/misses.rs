@@ -36,6 +36,7 @@ use coldstart_analyze::loaded::{LoadedRun, event_pages};
 use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
+use coldstart_prefetch::flags::{self, Parsed};
 use coldstart_prefetch::replay;
 use coldstart_profile::{FileId, FileIdentity, PageEventKind, ReadaheadKind, RunId};
 use serde::Serialize;
@@ -603,8 +604,9 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
 
 /// The plan a run's command line gave the prefetcher: `--plan PATH` (or
 /// `--plan=PATH`) of a `coldstart-run ... -- PROGRAM` or `coldstart run
-/// ... -- PROGRAM` command line. Relative paths are the run's working
-/// directory's.
+/// ... -- PROGRAM` command line, read by the launcher's own parser
+/// ([`flags::parse`]), so a command line it would refuse gives none.
+/// Relative paths are the run's working directory's.
 pub fn plan_of_run(run: &coldstart_profile::Run) -> Option<std::path::PathBuf> {
     let argv = &run.start.argv;
     let name = |s: &str| {
@@ -618,16 +620,11 @@ pub fn plan_of_run(run: &coldstart_profile::Run) -> Option<std::path::PathBuf> {
         Some("coldstart") if argv.get(1).map(String::as_str) == Some("run") => &argv[2..],
         _ => return None,
     };
-    let mut words = options.iter().take_while(|w| w.as_str() != "--");
-    let mut found = None;
-    while let Some(word) = words.next() {
-        if word == "--plan" {
-            found = words.next().cloned();
-        } else if let Some(value) = word.strip_prefix("--plan=") {
-            found = Some(value.to_string());
-        }
-    }
-    let path = std::path::PathBuf::from(found?);
+    let words = options.iter().map(std::ffi::OsString::from);
+    let Ok(Parsed::Run(launch, _)) = flags::parse(words) else {
+        return None;
+    };
+    let path = launch.plan;
     Some(if path.is_absolute() {
         path
     } else {
