@@ -583,6 +583,14 @@ pub(crate) fn plannable_path(file: &File) -> Option<&str> {
     file.path.as_deref().filter(|_| !file.in_kernel())
 }
 
+/// The lower median of `sorted` (not empty): the need time a plan gives a
+/// page or a lookup from the runs' first needs. Unlike the statistical
+/// median (coldstart_bench::stats::median), it is a time one of the runs
+/// had, and it leans early, as a prefetch should.
+pub(crate) fn lower_median<T: Copy>(sorted: &[T]) -> T {
+    sorted[(sorted.len() - 1) / 2]
+}
+
 /// Pages at least `min_runs` runs needed, sorted, with the lower median of
 /// their first-need times.
 fn pool(mut needs: Vec<(u64, i64)>, min_runs: usize, stats: &mut CompileStats) -> Vec<(u64, i64)> {
@@ -590,8 +598,8 @@ fn pool(mut needs: Vec<(u64, i64)>, min_runs: usize, stats: &mut CompileStats) -
     let mut pages = Vec::new();
     for group in needs.chunk_by(|a, b| a.0 == b.0) {
         if group.len() >= min_runs {
-            // Sorted by time within the page: the lower median.
-            pages.push((group[0].0, group[(group.len() - 1) / 2].1));
+            // Sorted by time within the page.
+            pages.push((group[0].0, lower_median(group).1));
         } else {
             stats.pages_below_threshold += 1;
         }
