@@ -40,11 +40,7 @@ pub fn page_offset(page: u64, page_size: u64) -> u64 {
 /// demands, so a page entering the cache was touched too. Fault-around
 /// mappings and evictions are not touches.
 pub fn is_touch(kind: PageEventKind, demand_reads: bool) -> bool {
-    match kind {
-        PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => true,
-        PageEventKind::Read => demand_reads,
-        PageEventKind::Map | PageEventKind::Evict => false,
-    }
+    kind.is_demand() || (kind == PageEventKind::Read && demand_reads)
 }
 
 /// Whether `run` was traced with readahead off (`read_ahead_kb` 0): then

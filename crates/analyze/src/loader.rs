@@ -13,7 +13,7 @@
 
 use crate::loaded::{LoadedRun, event_pages};
 use crate::model::*;
-use crate::run::traced_path;
+use crate::run::unchanged_path;
 use coldstart_binary::{InspectOptions, Inspection, OffsetIndex, SymbolSpan};
 use coldstart_profile::{File, FileId, LoaderPhase, LoaderSpan, PageEvent, PageEventKind};
 use std::cmp::Reverse;
@@ -960,7 +960,7 @@ impl<'a> ObjectFiles<'a> {
             .indexes
             .entry(file.id)
             .or_insert_with(|| {
-                let path = traced_path(file)?;
+                let path = unchanged_path(file)?;
                 OffsetIndex::from_path(path).map_err(|e| e.to_string())
             })
             .as_ref()
@@ -974,7 +974,7 @@ impl<'a> ObjectFiles<'a> {
 
 /// The file inspected, if it is still the one traced.
 fn inspect(file: &File) -> Result<Inspection, String> {
-    let path = traced_path(file)?;
+    let path = unchanged_path(file)?;
     let inspection = coldstart_binary::inspect_path(path, &InspectOptions::default())
         .map_err(|e| e.to_string())?;
     if let (Some(traced), Some(now)) = (&file.build_id, &inspection.header.build_id)

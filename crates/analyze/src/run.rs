@@ -11,10 +11,11 @@ use crate::model::*;
 use crate::pages::{self, PageSet, Request};
 use coldstart_binary::OffsetIndex;
 use coldstart_profile::{
-    File, FileId, LoaderSpan, PageEvent, PageEventKind, Process, Profile, Readahead, Run, RunId,
+    File, FileId, FileIdentity, LoaderSpan, PageEvent, PageEventKind, Process, Profile, Readahead,
+    Run, RunId,
 };
 use globset::GlobMatcher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// What to analyse.
@@ -106,7 +107,13 @@ pub fn report(
     outside.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
     let ready_ns = loaded.ready_ns();
     let process_infos: Vec<ProcessInfo> = loaded.tree_processes().cloned().collect();
-    let totals = totals(&reports);
+    let in_kernel_devices: HashSet<u64> = loaded
+        .files
+        .iter()
+        .filter(|f| f.in_kernel())
+        .map(|f| f.dev)
+        .collect();
+    let totals = totals(&reports, &in_kernel_devices);
     // A damaged cost leaves the corrected figures out; the run itself reads.
     let probe_hit_ns = profile.run_loader_hit_ns(loaded.id()).ok().flatten();
     let loader = analyze_loader(loaded, loader_spans, probe_hit_ns, options.attribute);
@@ -191,29 +198,18 @@ fn run_info(loaded: &LoadedRun) -> RunInfo {
 pub fn label(file: &File) -> String {
     match &file.path {
         Some(path) => path.clone(),
-        // Major 0 is the kernel's own anonymous filesystems: block device
-        // buffers (filesystem metadata), shared memory, memfd.
-        None if libc_major(file.dev) == 0 => format!(
+        None if file.in_kernel() => format!(
             "[in-kernel file: metadata or shared memory, dev 0:{} inode {}]",
-            libc_minor(file.dev),
+            file.dev_minor(),
             file.ino
         ),
         None => format!(
             "[dev {}:{} inode {}]",
-            libc_major(file.dev),
-            libc_minor(file.dev),
+            file.dev_major(),
+            file.dev_minor(),
             file.ino
         ),
     }
-}
-
-// glibc's encoding of dev_t, without a libc dependency here.
-fn libc_major(dev: u64) -> u64 {
-    ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0xfff)
-}
-
-fn libc_minor(dev: u64) -> u64 {
-    ((dev >> 12) & 0xffff_ff00) | (dev & 0xff)
 }
 
 fn process_names(pids: impl Iterator<Item = i32>, names: &HashMap<i32, &Process>) -> Vec<String> {
@@ -381,16 +377,17 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
-/// The file's path, if it is still the file that was traced (same size
-/// and mtime); else why not.
-pub(crate) fn traced_path(file: &File) -> std::result::Result<&Path, String> {
-    use std::os::unix::fs::MetadataExt;
+/// The file's path, if the file there now is still the one that was traced
+/// (same size and mtime); else why not.
+pub(crate) fn unchanged_path(file: &File) -> std::result::Result<&Path, String> {
     let Some(path) = &file.path else {
         return Err("path unknown".into());
     };
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it now: {e}"))?;
-    let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-    if file.size.is_some_and(|s| s != meta.size()) || file.mtime_ns.is_some_and(|m| m != mtime_ns) {
+    let now =
+        FileIdentity::of_path(Path::new(path)).map_err(|e| format!("cannot read it now: {e}"))?;
+    if let Some(traced) = file.identity()
+        && now.change_since(&traced).is_some()
+    {
         return Err("changed since the trace (size or mtime differ)".into());
     }
     Ok(Path::new(path))
@@ -398,7 +395,7 @@ pub(crate) fn traced_path(file: &File) -> std::result::Result<&Path, String> {
 
 /// The file's offset index, if it is still the file that was traced.
 pub(crate) fn open_index(file: &File) -> std::result::Result<OffsetIndex, String> {
-    let path = traced_path(file).map_err(|note| {
+    let path = unchanged_path(file).map_err(|note| {
         if note.starts_with("changed") {
             format!("{note}: sections and symbols not attributed")
         } else {
@@ -575,7 +572,7 @@ fn section_rows(
     rows
 }
 
-fn totals(files: &[FileReport]) -> Totals {
+fn totals(files: &[FileReport], in_kernel_devices: &HashSet<u64>) -> Totals {
     let mut t = Totals {
         files: files.len(),
         ..Totals::default()
@@ -594,7 +591,7 @@ fn totals(files: &[FileReport]) -> Totals {
         // An in-kernel file's offsets are disk addresses (the block device's
         // own cache holds filesystem metadata), not offsets in a file: its
         // seeks stay in its own row.
-        if libc_major(f.dev) != 0 {
+        if !in_kernel_devices.contains(&f.dev) {
             t.seek_forward_bytes += f.seek_forward_bytes;
             t.seek_backward_bytes += f.seek_backward_bytes;
         }

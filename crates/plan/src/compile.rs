@@ -22,7 +22,7 @@
 use crate::lookups::LookupPool;
 use coldstart_analyze::loaded::{LoadedRun, demand_reads, event_pages, is_touch};
 use coldstart_prefetch::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
-use coldstart_profile::{EndReason, File, PageEventKind, Profile, Run, RunId};
+use coldstart_profile::{EndReason, File, FileIdentity, PageEventKind, Profile, Run, RunId};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -138,32 +138,11 @@ pub struct Compiled {
     pub stats: CompileStats,
 }
 
-/// A file's identity as a run saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Identity {
-    pub(crate) size: u64,
-    pub(crate) mtime_ns: Option<i64>,
-    pub(crate) build_id: Option<String>,
-}
-
-impl Identity {
-    /// Whether two runs saw the same file. A build-id only one of them
-    /// could read says nothing (the recorder reads it only when resident).
-    pub(crate) fn same(&self, other: &Identity) -> bool {
-        self.size == other.size
-            && self.mtime_ns == other.mtime_ns
-            && match (&self.build_id, &other.build_id) {
-                (Some(a), Some(b)) => a == b,
-                _ => true,
-            }
-    }
-}
-
 /// One file across the pooled runs, keyed by path.
 #[derive(Default)]
 struct Pooled {
     /// The latest run's identity, which the plan records.
-    identity: Option<Identity>,
+    identity: Option<FileIdentity>,
     /// (page, first-need time) per run, one entry per page and run.
     needs: Vec<(u64, i64)>,
     /// Runs that saw the file with another identity: they do not count
@@ -232,10 +211,10 @@ pub fn compile(
         warnings.extend(apply_cap(&mut decided.extents, cap, page_size, &mut stats));
     }
     stats.files_opened_only = decided.opened_only.len();
-    let into_files = |pairs: Vec<(String, Identity)>| -> Vec<PlanFile> {
+    let into_files = |pairs: Vec<(String, FileIdentity)>| -> Vec<PlanFile> {
         pairs
             .into_iter()
-            .map(|(path, identity)| plan_file(path, identity))
+            .map(|(path, identity)| PlanFile::new(path, identity))
             .collect()
     };
     let files = number_files(
@@ -292,7 +271,7 @@ fn common_page_size(runs: &[Run]) -> Result<u64, CompileError> {
 fn reference_identities(files: &[File]) -> HashMap<String, Pooled> {
     let mut pooled: HashMap<String, Pooled> = HashMap::new();
     for file in files {
-        if let (Some(path), Some(identity)) = (plannable_path(file), identity(file)) {
+        if let (Some(path), Some(identity)) = (plannable_path(file), file.identity()) {
             pooled.entry(path.to_string()).or_default().identity = Some(identity);
         }
     }
@@ -341,7 +320,7 @@ fn pool_run(
     let mut needed = 0u64;
     for file in &run.files {
         let pages = first.remove(&file.id).unwrap_or_default();
-        let (Some(path), Some(seen)) = (plannable_path(file), identity(file)) else {
+        let (Some(path), Some(seen)) = (plannable_path(file), file.identity()) else {
             stats.pages_unplannable += pages.len() as u64;
             continue;
         };
@@ -357,7 +336,7 @@ fn pool_run(
             .identity
             .as_ref()
             .expect("pooled files have an identity");
-        let same = reference.same(&seen);
+        let same = reference.same_as(&seen);
         if id == latest && !same {
             // Another inode at the path in the same run: the one the
             // program replaced (the path names the new one now).
@@ -393,9 +372,9 @@ fn pool_run(
 #[derive(Default)]
 struct Decided {
     /// Files only opened (no page planned), by path.
-    opened_only: Vec<(String, Identity)>,
+    opened_only: Vec<(String, FileIdentity)>,
     /// Files with planned pages; `extents` number them by position here.
-    planned: Vec<(String, Identity)>,
+    planned: Vec<(String, FileIdentity)>,
     extents: Vec<Extent>,
     /// Files left out because they change at every start.
     rewritten: Vec<String>,
@@ -577,9 +556,9 @@ fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, 
 /// Whether a run's tree had the prefetcher's tasks in it: a start through
 /// `coldstart run` or `coldstart-run`.
 pub fn served_by_prefetcher(processes: &[coldstart_profile::Process]) -> bool {
-    processes
-        .iter()
-        .any(|p| p.in_tree && coldstart_prefetch::replay::is_prefetcher(p.comm.as_deref()))
+    let tree = processes.iter().filter(|p| p.in_tree);
+    !coldstart_prefetch::replay::prefetcher_tasks(tree.map(|p| (p.pid, p.comm.as_deref())))
+        .is_empty()
 }
 
 /// The first few of `items`, and how many more.
@@ -598,28 +577,18 @@ pub fn threshold(fraction: f64, runs: usize) -> usize {
     ((fraction * runs as f64 - 1e-9).ceil() as usize).clamp(1, runs.max(1))
 }
 
-/// A path worth prefetching: resolved, and on a real device (major 0 is the
-/// kernel's own files: metadata buffers, shared memory, /proc).
+/// A path worth prefetching: resolved, and not one of the kernel's own
+/// files (metadata buffers, shared memory, /proc).
 pub(crate) fn plannable_path(file: &File) -> Option<&str> {
-    let major = libc::major(file.dev as libc::dev_t);
-    file.path.as_deref().filter(|_| major != 0)
+    file.path.as_deref().filter(|_| !file.in_kernel())
 }
 
-pub(crate) fn identity(file: &File) -> Option<Identity> {
-    Some(Identity {
-        size: file.size?,
-        mtime_ns: file.mtime_ns,
-        build_id: file.build_id.clone(),
-    })
-}
-
-pub(crate) fn plan_file(path: String, identity: Identity) -> PlanFile {
-    PlanFile {
-        path,
-        size: identity.size,
-        mtime_ns: identity.mtime_ns,
-        build_id: identity.build_id,
-    }
+/// The lower median of `sorted` (not empty): the need time a plan gives a
+/// page or a lookup from the runs' first needs. Unlike the statistical
+/// median (coldstart_bench::stats::median), it is a time one of the runs
+/// had, and it leans early, as a prefetch should.
+pub(crate) fn lower_median<T: Copy>(sorted: &[T]) -> T {
+    sorted[(sorted.len() - 1) / 2]
 }
 
 /// Pages at least `min_runs` runs needed, sorted, with the lower median of
@@ -629,8 +598,8 @@ fn pool(mut needs: Vec<(u64, i64)>, min_runs: usize, stats: &mut CompileStats) -
     let mut pages = Vec::new();
     for group in needs.chunk_by(|a, b| a.0 == b.0) {
         if group.len() >= min_runs {
-            // Sorted by time within the page: the lower median.
-            pages.push((group[0].0, group[(group.len() - 1) / 2].1));
+            // Sorted by time within the page.
+            pages.push((group[0].0, lower_median(group).1));
         } else {
             stats.pages_below_threshold += 1;
         }

@@ -177,10 +177,7 @@ pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun, uses: Uses) -> V
     for e in run.tree_events() {
         let counts = match uses {
             Uses::Any => e.kind != PageEventKind::Evict,
-            Uses::Demanded => matches!(
-                e.kind,
-                PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
-            ),
+            Uses::Demanded => e.kind.is_demand(),
         };
         if !counts || prefetcher.contains(&e.pid) || until.is_some_and(|u| e.t_ns > u) {
             continue;

@@ -5,6 +5,7 @@
 //! which the prefetcher looks up first so the program finds the inode
 //! tables and directories cached.
 
+use crate::compile::lower_median;
 use crate::misses::prefetcher_tasks;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_prefetch::Lookup;
@@ -92,7 +93,7 @@ impl LookupPool {
                 Some(Lookup {
                     path,
                     ino,
-                    need_ns: times[(times.len() - 1) / 2],
+                    need_ns: lower_median(&times),
                 })
             })
             .collect();

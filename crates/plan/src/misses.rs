@@ -31,13 +31,14 @@
 //! readahead window around a demanded page. Refining a plan adds demanded
 //! pages only.
 
-use crate::compile::{Identity, identity, plannable_path};
+use crate::compile::plannable_path;
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
 use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
-use coldstart_prefetch::replay::is_prefetcher;
-use coldstart_profile::{FileId, PageEventKind, ReadaheadKind, RunId};
+use coldstart_prefetch::flags::{self, Parsed};
+use coldstart_prefetch::replay;
+use coldstart_profile::{FileId, FileIdentity, PageEventKind, ReadaheadKind, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -239,7 +240,7 @@ pub struct Miss {
 struct PlanView {
     /// Planned pages by path.
     pages: HashMap<String, PageSet>,
-    identity: HashMap<String, Identity>,
+    identity: HashMap<String, FileIdentity>,
 }
 
 impl PlanView {
@@ -255,14 +256,7 @@ impl PlanView {
                 file.path.clone(),
                 PageSet::from_ranges(ranges.remove(&index).unwrap_or_default()),
             );
-            identity.insert(
-                file.path.clone(),
-                Identity {
-                    size: file.size,
-                    mtime_ns: file.mtime_ns,
-                    build_id: file.build_id.clone(),
-                },
-            );
+            identity.insert(file.path.clone(), file.identity());
         }
         PlanView { pages, identity }
     }
@@ -270,10 +264,7 @@ impl PlanView {
 
 /// The tasks of `run`'s tree that are the prefetcher's.
 pub fn prefetcher_tasks(run: &LoadedRun) -> HashSet<i32> {
-    run.tree_processes()
-        .filter(|p| is_prefetcher(p.comm.as_deref()))
-        .map(|p| p.pid)
-        .collect()
+    replay::prefetcher_tasks(run.tree_processes().map(|p| (p.pid, p.comm.as_deref())))
 }
 
 /// Every page the program's processes read themselves in `run`, with its
@@ -290,8 +281,8 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
             .map(str::to_string)
             .unwrap_or_else(|| label(file));
         let planned = view.pages.get(&path);
-        let same = match (view.identity.get(&path), identity(file)) {
-            (Some(want), Some(seen)) => want.same(&seen),
+        let same = match (view.identity.get(&path), file.identity()) {
+            (Some(want), Some(seen)) => want.same_as(&seen),
             // A size the run could not learn says nothing against the plan.
             (Some(_), None) => true,
             (None, _) => false,
@@ -379,9 +370,7 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
                     });
                 }
             }
-            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch
-                if ours && !prefetcher.contains(&e.pid) =>
-            {
+            kind if kind.is_demand() && ours && !prefetcher.contains(&e.pid) => {
                 for page in event_pages(e) {
                     demanded.entry((e.file_id, page)).or_insert(e.t_ns);
                 }
@@ -401,7 +390,7 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
 fn in_kernel_files(run: &LoadedRun) -> HashSet<FileId> {
     run.files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .filter(|f| f.in_kernel())
         .map(|f| f.id)
         .collect()
 }
@@ -418,10 +407,9 @@ pub fn metadata_files(run: &LoadedRun) -> HashMap<FileId, String> {
     let devices: HashMap<u64, String> = run
         .files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) != 0)
+        .filter(|f| !f.in_kernel())
         .map(|f| {
-            let dev = f.dev as libc::dev_t;
-            let (major, minor) = (libc::major(dev), libc::minor(dev));
+            let (major, minor) = (f.dev_major(), f.dev_minor());
             (
                 (u64::from(major) << 20) | u64::from(minor),
                 format!("{major}:{minor}"),
@@ -430,7 +418,7 @@ pub fn metadata_files(run: &LoadedRun) -> HashMap<FileId, String> {
         .collect();
     run.files
         .iter()
-        .filter(|f| libc::major(f.dev as libc::dev_t) == 0)
+        .filter(|f| f.in_kernel())
         .filter_map(|f| devices.get(&f.ino).map(|device| (f.id, device.clone())))
         .collect()
 }
@@ -445,8 +433,36 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
     let page_size = run.page_size();
     let prefetcher = prefetcher_tasks(run);
     let view = PlanView::new(plan);
-    let path_of: HashMap<FileId, String> = run
-        .files
+    let path_of = paths_by_file(run);
+    let mut reads = tree_reads(run, &prefetcher, &path_of);
+    let misses = program_misses(run, plan, &path_of);
+    let files = file_rows(&view, misses.by_file, &mut reads.prefetched_by_file);
+    let loads = inode_loads(run, &prefetcher, &path_of);
+    MissAccount {
+        run: run.id(),
+        page_size,
+        read_ahead_kb: run.run.start.read_ahead_kb,
+        plan_bytes: plan.bytes(),
+        prefetcher_tasks: prefetcher.len(),
+        prefetcher: reads.prefetched,
+        program: misses.program,
+        prefetcher_in_kernel: reads.prefetcher_in_kernel,
+        program_in_kernel: reads.program_in_kernel,
+        prefetcher_metadata: reads.prefetcher_metadata,
+        program_metadata: reads.program_metadata,
+        metadata_devices: reads.metadata_devices,
+        prefetcher_inode_loads: loads.prefetcher,
+        program_inode_loads: loads.program,
+        program_inode_paths: loads.program_paths,
+        by_reason: misses.by_reason,
+        processes: process_rows(run, misses.by_process),
+        files,
+    }
+}
+
+/// Each file's row name: its plannable path, else its label.
+fn paths_by_file(run: &LoadedRun) -> HashMap<FileId, String> {
+    run.files
         .iter()
         .map(|f| {
             let path = plannable_path(f)
@@ -454,17 +470,40 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
                 .unwrap_or_else(|| label(f));
             (f.id, path)
         })
-        .collect();
+        .collect()
+}
 
+/// The tree's reads that are not the program's misses: in-kernel files'
+/// (metadata by device among them), and the prefetcher's.
+struct TreeReads {
+    prefetcher_in_kernel: Count,
+    program_in_kernel: Count,
+    prefetcher_metadata: Count,
+    program_metadata: Count,
+    /// Most metadata pages first.
+    metadata_devices: Vec<DeviceMetadata>,
+    prefetched: Count,
+    prefetched_by_file: HashMap<String, Count>,
+}
+
+fn tree_reads(
+    run: &LoadedRun,
+    prefetcher: &HashSet<i32>,
+    path_of: &HashMap<FileId, String>,
+) -> TreeReads {
+    let page_size = run.page_size();
     let in_kernel = in_kernel_files(run);
     let metadata = metadata_files(run);
-    let mut prefetcher_in_kernel = Count::default();
-    let mut program_in_kernel = Count::default();
-    let mut prefetcher_metadata = Count::default();
-    let mut program_metadata = Count::default();
+    let mut out = TreeReads {
+        prefetcher_in_kernel: Count::default(),
+        program_in_kernel: Count::default(),
+        prefetcher_metadata: Count::default(),
+        program_metadata: Count::default(),
+        metadata_devices: Vec::new(),
+        prefetched: Count::default(),
+        prefetched_by_file: HashMap::new(),
+    };
     let mut by_device: HashMap<&str, DeviceMetadata> = HashMap::new();
-    let mut prefetched = Count::default();
-    let mut prefetched_by_file: HashMap<String, Count> = HashMap::new();
     for e in run
         .events
         .iter()
@@ -475,9 +514,9 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         if in_kernel.contains(&e.file_id) {
             let by_prefetcher = prefetcher.contains(&e.pid);
             let (in_kernel_count, metadata_count) = if by_prefetcher {
-                (&mut prefetcher_in_kernel, &mut prefetcher_metadata)
+                (&mut out.prefetcher_in_kernel, &mut out.prefetcher_metadata)
             } else {
-                (&mut program_in_kernel, &mut program_metadata)
+                (&mut out.program_in_kernel, &mut out.program_metadata)
             };
             in_kernel_count.pages += n;
             in_kernel_count.bytes += n * page_size;
@@ -504,35 +543,68 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
         if !prefetcher.contains(&e.pid) {
             continue;
         }
-        prefetched.pages += n;
-        prefetched.bytes += n * page_size;
-        let count = prefetched_by_file
+        out.prefetched.pages += n;
+        out.prefetched.bytes += n * page_size;
+        let count = out
+            .prefetched_by_file
             .entry(path_of.get(&e.file_id).cloned().unwrap_or_default())
             .or_default();
         count.pages += n;
         count.bytes += n * page_size;
     }
+    out.metadata_devices = by_device.into_values().collect();
+    out.metadata_devices.sort_by(|a, b| {
+        (b.prefetcher.pages + b.program.pages)
+            .cmp(&(a.prefetcher.pages + a.program.pages))
+            .then_with(|| a.device.cmp(&b.device))
+    });
+    out
+}
 
-    let mut program = Count::default();
-    let mut by_reason = ByReason::default();
-    let mut processes: HashMap<i32, (Count, ByReason)> = HashMap::new();
-    let mut file_reads: HashMap<String, (Count, ByReason)> = HashMap::new();
+/// The program's misses summed: in all, by reason, by process and by file.
+struct ProgramMisses {
+    program: Count,
+    by_reason: ByReason,
+    by_process: HashMap<i32, (Count, ByReason)>,
+    by_file: HashMap<String, (Count, ByReason)>,
+}
+
+fn program_misses(
+    run: &LoadedRun,
+    plan: &Plan,
+    path_of: &HashMap<FileId, String>,
+) -> ProgramMisses {
+    let page_size = run.page_size();
+    let mut out = ProgramMisses {
+        program: Count::default(),
+        by_reason: ByReason::default(),
+        by_process: HashMap::new(),
+        by_file: HashMap::new(),
+    };
     for miss in misses(run, plan) {
         let demanded = miss.demanded_ns.is_some();
-        program.add(page_size, demanded);
-        by_reason.add(miss.reason, page_size, demanded);
+        out.program.add(page_size, demanded);
+        out.by_reason.add(miss.reason, page_size, demanded);
         let process = run.tree_process(miss.pid).unwrap_or(miss.pid);
-        let (count, reasons) = processes.entry(process).or_default();
+        let (count, reasons) = out.by_process.entry(process).or_default();
         count.add(page_size, demanded);
         reasons.add(miss.reason, page_size, demanded);
-        let (count, reasons) = file_reads
+        let (count, reasons) = out
+            .by_file
             .entry(path_of.get(&miss.file).cloned().unwrap_or_default())
             .or_default();
         count.add(page_size, demanded);
         reasons.add(miss.reason, page_size, demanded);
     }
+    out
+}
 
-    let mut process_rows: Vec<ProcessMisses> = processes
+/// One row per process that missed, most bytes first.
+fn process_rows(
+    run: &LoadedRun,
+    by_process: HashMap<i32, (Count, ByReason)>,
+) -> Vec<ProcessMisses> {
+    let mut rows: Vec<ProcessMisses> = by_process
         .into_iter()
         .map(|(pid, (read, by_reason))| {
             let row = run.processes.iter().find(|p| p.pid == pid);
@@ -545,15 +617,24 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
             }
         })
         .collect();
-    process_rows.sort_by(|a, b| b.read.bytes.cmp(&a.read.bytes).then(a.pid.cmp(&b.pid)));
+    rows.sort_by(|a, b| b.read.bytes.cmp(&a.read.bytes).then(a.pid.cmp(&b.pid)));
+    rows
+}
 
-    let mut paths: HashSet<String> = file_reads.keys().cloned().collect();
+/// One row per file the program missed in, the prefetcher read or the plan
+/// holds: most program bytes first, then most prefetched.
+fn file_rows(
+    view: &PlanView,
+    mut program_reads: HashMap<String, (Count, ByReason)>,
+    prefetched_by_file: &mut HashMap<String, Count>,
+) -> Vec<FileMisses> {
+    let mut paths: HashSet<String> = program_reads.keys().cloned().collect();
     paths.extend(prefetched_by_file.keys().cloned());
     paths.extend(view.pages.keys().cloned());
-    let mut file_rows: Vec<FileMisses> = paths
+    let mut rows: Vec<FileMisses> = paths
         .into_iter()
         .map(|path| {
-            let (program_read, by_reason) = file_reads.remove(&path).unwrap_or_default();
+            let (program_read, by_reason) = program_reads.remove(&path).unwrap_or_default();
             FileMisses {
                 planned_pages: view.pages.get(&path).map_or(0, PageSet::len),
                 in_plan: view.pages.contains_key(&path),
@@ -564,60 +645,53 @@ pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
             }
         })
         .collect();
-    file_rows.sort_by(|a, b| {
+    rows.sort_by(|a, b| {
         b.program_read
             .bytes
             .cmp(&a.program_read.bytes)
             .then(b.prefetched.bytes.cmp(&a.prefetched.bytes))
             .then(a.path.cmp(&b.path))
     });
+    rows
+}
 
-    let (mut prefetcher_inode_loads, mut program_inode_loads) = (0, 0);
-    let mut program_inode_paths: Vec<String> = Vec::new();
+/// The tree's lookups that read an inode table block, by whose they were.
+struct InodeLoads {
+    prefetcher: u64,
+    program: u64,
+    /// The program's, first loaded first, each path once.
+    program_paths: Vec<String>,
+}
+
+fn inode_loads(
+    run: &LoadedRun,
+    prefetcher: &HashSet<i32>,
+    path_of: &HashMap<FileId, String>,
+) -> InodeLoads {
+    let mut out = InodeLoads {
+        prefetcher: 0,
+        program: 0,
+        program_paths: Vec::new(),
+    };
     for load in run.inode_loads.iter().filter(|l| run.in_tree(l.pid)) {
         if prefetcher.contains(&load.pid) {
-            prefetcher_inode_loads += 1;
+            out.prefetcher += 1;
             continue;
         }
-        program_inode_loads += 1;
+        out.program += 1;
         let path = path_of.get(&load.file_id).cloned().unwrap_or_default();
-        if !program_inode_paths.contains(&path) {
-            program_inode_paths.push(path);
+        if !out.program_paths.contains(&path) {
+            out.program_paths.push(path);
         }
     }
-    let mut metadata_devices: Vec<DeviceMetadata> = by_device.into_values().collect();
-    metadata_devices.sort_by(|a, b| {
-        (b.prefetcher.pages + b.program.pages)
-            .cmp(&(a.prefetcher.pages + a.program.pages))
-            .then_with(|| a.device.cmp(&b.device))
-    });
-
-    MissAccount {
-        run: run.id(),
-        page_size,
-        read_ahead_kb: run.run.start.read_ahead_kb,
-        plan_bytes: plan.bytes(),
-        prefetcher_tasks: prefetcher.len(),
-        prefetcher: prefetched,
-        program,
-        prefetcher_in_kernel,
-        program_in_kernel,
-        prefetcher_metadata,
-        program_metadata,
-        metadata_devices,
-        prefetcher_inode_loads,
-        program_inode_loads,
-        program_inode_paths,
-        by_reason,
-        processes: process_rows,
-        files: file_rows,
-    }
+    out
 }
 
 /// The plan a run's command line gave the prefetcher: `--plan PATH` (or
 /// `--plan=PATH`) of a `coldstart-run ... -- PROGRAM` or `coldstart run
-/// ... -- PROGRAM` command line. Relative paths are the run's working
-/// directory's.
+/// ... -- PROGRAM` command line, read by the launcher's own parser
+/// ([`flags::parse`]), so a command line it would refuse gives none.
+/// Relative paths are the run's working directory's.
 pub fn plan_of_run(run: &coldstart_profile::Run) -> Option<std::path::PathBuf> {
     let argv = &run.start.argv;
     let name = |s: &str| {
@@ -631,16 +705,11 @@ pub fn plan_of_run(run: &coldstart_profile::Run) -> Option<std::path::PathBuf> {
         Some("coldstart") if argv.get(1).map(String::as_str) == Some("run") => &argv[2..],
         _ => return None,
     };
-    let mut words = options.iter().take_while(|w| w.as_str() != "--");
-    let mut found = None;
-    while let Some(word) = words.next() {
-        if word == "--plan" {
-            found = words.next().cloned();
-        } else if let Some(value) = word.strip_prefix("--plan=") {
-            found = Some(value.to_string());
-        }
-    }
-    let path = std::path::PathBuf::from(found?);
+    let words = options.iter().map(std::ffi::OsString::from);
+    let Ok(Parsed::Run(launch, _)) = flags::parse(words) else {
+        return None;
+    };
+    let path = launch.plan;
     Some(if path.is_absolute() {
         path
     } else {

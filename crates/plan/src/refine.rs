@@ -20,9 +20,7 @@
 //! starts' lengths (the seed's last need over the served start's ready
 //! time, or its end), so that the prefetch order stays one order.
 
-use crate::compile::{
-    CompileOptions, CompileStats, build_extents, identity, number_files, plan_file, plannable_path,
-};
+use crate::compile::{CompileOptions, CompileStats, build_extents, number_files, plannable_path};
 use crate::misses::{MissReason, misses};
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
 use coldstart_prefetch::{Extent, Lookup, Plan, PlanFile};
@@ -147,14 +145,14 @@ pub fn refine(
             if until.is_some_and(|u| demanded > u) {
                 continue;
             }
-            let Some(seen) = identity(file) else {
+            let Some(seen) = file.identity() else {
                 continue;
             };
             if miss.page.saturating_mul(page_size) >= seen.size {
                 continue;
             }
             let entry = files.entry(path.to_string()).or_insert_with(|| Pages {
-                file: plan_file(path.to_string(), seen),
+                file: PlanFile::new(path.to_string(), seen),
                 need: BTreeMap::new(),
             });
             let t = (demanded as f64 * scale) as i64;

@@ -197,6 +197,10 @@ fn time_reads(file: &File, reads: &[(u64, u64)], threads: usize) -> io::Result<f
     Ok(started.elapsed().as_secs_f64())
 }
 
+/// The middle of `values` (not empty), the upper one of the two for an even
+/// count. Not coldstart_bench::stats::median, the statistics' one: prefetch
+/// must not depend on bench, which links the profile's SQLite, since
+/// coldstart-run links prefetch. For the odd count of rounds the two agree.
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]

@@ -2,10 +2,13 @@
 //! `coldstart run` takes its clap names, value names, help and default from
 //! here, and the small coldstart-run wrapper parses and documents itself over
 //! the same table without linking clap, which would more than double its size.
+//! [`parse`] is that parser; it also reads back a traced launcher's command
+//! line, to find the plan it was given.
 
 use crate::launch::Launch;
 use crate::replay::{self, Method, ReplayOptions};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// One flag of the launcher.
@@ -240,6 +243,73 @@ impl LaunchFlags {
     }
 }
 
+/// What a launcher's command line asks for.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Start the command (after `--`) with the launch.
+    Run(Launch, Vec<OsString>),
+    Help,
+    Version,
+}
+
+/// Parses the arguments after the launcher's name in one pass:
+/// `--name value`, `--name=value`, a short switch, then `--` and the
+/// command. The error says what is wrong, as coldstart-run prints it.
+pub fn parse(mut args: impl Iterator<Item = OsString>) -> Result<Parsed, String> {
+    let mut typed = LaunchFlags::default();
+    let mut seen = Vec::new();
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy();
+        match text.as_ref() {
+            "--" => {
+                let command: Vec<OsString> = args.collect();
+                if command.is_empty() {
+                    break;
+                }
+                return Ok(Parsed::Run(typed.launch()?, command));
+            }
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "-V" | "--version" => return Ok(Parsed::Version),
+            _ => {}
+        }
+        // Split as bytes: a plan's path need not be UTF-8.
+        let bytes = arg.as_bytes();
+        let (name, inline) = match bytes.iter().position(|&b| b == b'=') {
+            Some(at) if bytes.starts_with(b"--") => (
+                String::from_utf8_lossy(&bytes[..at]),
+                Some(OsStr::from_bytes(&bytes[at + 1..]).to_os_string()),
+            ),
+            _ => (text.clone(), None),
+        };
+        let flag = ALL
+            .into_iter()
+            .find(|flag| named(flag, &name))
+            .ok_or(format!("unknown option {text} (the command goes after --)"))?;
+        let long = flag.long;
+        if seen.contains(&long) {
+            return Err(format!("--{long} is given more than once"));
+        }
+        seen.push(long);
+        let value = match (flag.value_name, inline) {
+            (None, None) => OsString::new(),
+            (None, Some(_)) => return Err(format!("--{long} takes no value")),
+            (Some(_), inline) => inline
+                .or_else(|| args.next())
+                .filter(|value| !value.is_empty())
+                .ok_or(format!("--{long} needs a value"))?,
+        };
+        (flag.set)(&mut typed, &value)
+            .map_err(|why| format!("--{long} {}: {why}", value.to_string_lossy()))?;
+    }
+    Err("no command: give it after --".to_string())
+}
+
+/// Whether `name`, as typed, is `flag`: `--long` or `-s`.
+fn named(flag: &Flag, name: &str) -> bool {
+    name.strip_prefix("--") == Some(flag.long)
+        || flag.short.is_some_and(|short| name == format!("-{short}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +333,47 @@ mod tests {
         assert!(parsed(&WAIT, "").unwrap().wait);
         assert!(parsed(&VERBOSE, "").unwrap().verbose);
         assert!(parsed(&NO_READ_AROUND, "").unwrap().no_read_around);
+    }
+
+    fn parse_words(words: &[&str]) -> Result<Parsed, String> {
+        parse(words.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn a_command_line_is_parsed_up_to_the_command() {
+        let Ok(Parsed::Run(launch, command)) = parse_words(&[
+            "--threads",
+            "3",
+            "--plan=/p/app.plan",
+            "-v",
+            "--",
+            "app",
+            "--plan",
+            "x",
+        ]) else {
+            panic!("not a run");
+        };
+        assert_eq!(launch.plan, PathBuf::from("/p/app.plan"));
+        assert_eq!(launch.replay.threads, 3);
+        assert!(launch.verbose);
+        assert_eq!(command, ["app", "--plan", "x"]);
+        assert!(matches!(parse_words(&["--help"]), Ok(Parsed::Help)));
+        assert!(matches!(parse_words(&["-V"]), Ok(Parsed::Version)));
+        for (words, error) in [
+            (
+                &["--plan", "a", "--plan", "b", "--", "app"][..],
+                "--plan is given more than once",
+            ),
+            (
+                &["--fast", "--", "app"],
+                "unknown option --fast (the command goes after --)",
+            ),
+            (&["--wait=yes", "--", "app"], "--wait takes no value"),
+            (&["--plan", "a", "--"], "no command: give it after --"),
+            (&["--", "app"], "--plan APP.plan is required"),
+        ] {
+            assert_eq!(parse_words(words).unwrap_err(), error, "{words:?}");
+        }
     }
 
     #[test]

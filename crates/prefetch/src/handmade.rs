@@ -2,19 +2,16 @@
 //! replay is asked for (as `coldstart_profile::handmade` does for runs).
 
 use crate::model::{Extent, Plan, PlanFile, PlanSource};
-use std::os::unix::fs::MetadataExt;
+use coldstart_system::identity::FileIdentity;
 use std::path::Path;
 
 /// The file at `path` as a plan records it now: its size and modification
 /// time, no build-id.
 pub fn file(path: &Path) -> std::io::Result<PlanFile> {
-    let meta = std::fs::metadata(path)?;
-    Ok(PlanFile {
-        path: path.to_string_lossy().into_owned(),
-        size: meta.size(),
-        mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
-        build_id: None,
-    })
+    Ok(PlanFile::new(
+        path.to_string_lossy().into_owned(),
+        FileIdentity::of_path(path)?,
+    ))
 }
 
 /// A plan of `files` whose `extents` are (file index, first page, pages),

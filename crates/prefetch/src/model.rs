@@ -2,6 +2,7 @@
 //! identity they had when traced, the extents of them it needs, in the
 //! order it first needs them, and the paths whose inodes it read from disk.
 
+use coldstart_system::identity::FileIdentity;
 use serde::Serialize;
 
 /// The plan format version written in the header. A reader also reads
@@ -58,6 +59,27 @@ pub struct PlanFile {
     pub size: u64,
     pub mtime_ns: Option<i64>,
     pub build_id: Option<String>,
+}
+
+impl PlanFile {
+    /// The file at `path` with the identity a run saw.
+    pub fn new(path: String, identity: FileIdentity) -> PlanFile {
+        PlanFile {
+            path,
+            size: identity.size,
+            mtime_ns: identity.mtime_ns,
+            build_id: identity.build_id,
+        }
+    }
+
+    /// The identity the plan recorded for the file.
+    pub fn identity(&self) -> FileIdentity {
+        FileIdentity {
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            build_id: self.build_id.clone(),
+        }
+    }
 }
 
 /// `pages` pages of `files[file]` from page `page`.

@@ -14,6 +14,7 @@
 
 use crate::model::{Lookup, Plan, PlanFile};
 use coldstart_system::build_id::build_id_of_open;
+use coldstart_system::identity::{Change, FileIdentity};
 use coldstart_system::{cache, readahead};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -96,6 +97,18 @@ const _: () = assert!(PREFETCHER_COMM.len() <= 15);
 /// every reading of a trace applies.
 pub fn is_prefetcher(comm: Option<&str>) -> bool {
     comm == Some(PREFETCHER_COMM)
+}
+
+/// The prefetcher's tasks among `tasks`, given as (pid, comm): what a
+/// reading of a trace sets apart from the program's own reads.
+pub fn prefetcher_tasks<'a>(
+    tasks: impl IntoIterator<Item = (i32, Option<&'a str>)>,
+) -> std::collections::HashSet<i32> {
+    tasks
+        .into_iter()
+        .filter(|&(_, comm)| is_prefetcher(comm))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// Prefetch threads when not told: the CPUs, at least 2 and at most 8.
@@ -686,20 +699,16 @@ fn open_checked(planned: &PlanFile) -> Opened {
     if !meta.is_file() {
         return Err("not a regular file".to_string());
     }
-    if meta.size() != planned.size {
-        return Err(format!(
-            "changed since traced: {} bytes, the plan says {}",
-            meta.size(),
-            planned.size
-        ));
-    }
-    if let Some(mtime) = planned.mtime_ns {
-        let now = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-        if now != mtime {
-            return Err("changed since traced: modification time differs".to_string());
+    match FileIdentity::of_metadata(&meta).change_since(&planned.identity()) {
+        Some(Change::Size { now, recorded }) => Err(format!(
+            "changed since traced: {now} bytes, the plan says {recorded}"
+        )),
+        Some(Change::ModificationTime) => {
+            Err("changed since traced: modification time differs".to_string())
         }
+        // No build-id is read here (see above), so none can differ.
+        Some(Change::BuildId) | None => Ok(file),
     }
-    Ok(file)
 }
 
 /// Makes room in the descriptor table for the plan's files before any

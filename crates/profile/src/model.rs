@@ -1,6 +1,7 @@
 //! The rows of a profile as Rust values: what the tracer writes and what
 //! every analysis reads.
 
+pub use coldstart_system::identity::FileIdentity;
 use serde::Serialize;
 
 /// A run's row id.
@@ -166,6 +167,38 @@ pub struct File {
     pub opened_by_tree: bool,
 }
 
+impl File {
+    /// The size, modification time and build-id the run saw, when the
+    /// recorder could stat the file (it records size and time together).
+    pub fn identity(&self) -> Option<FileIdentity> {
+        Some(FileIdentity {
+            size: self.size?,
+            mtime_ns: self.mtime_ns,
+            build_id: self.build_id.clone(),
+        })
+    }
+
+    /// The major number of the file's device, decoded from `dev` as glibc's
+    /// gnu_dev_major does: bits 8-19 and 44-63.
+    pub fn dev_major(&self) -> u32 {
+        (((self.dev >> 8) & 0xfff) | ((self.dev >> 32) & !0xfff)) as u32
+    }
+
+    /// The minor number of the file's device, decoded from `dev` as glibc's
+    /// gnu_dev_minor does: bits 0-7 and 20-43.
+    pub fn dev_minor(&self) -> u32 {
+        ((self.dev & 0xff) | ((self.dev >> 12) & !0xff)) as u32
+    }
+
+    /// Whether the file is one of the kernel's own (device major 0): a block
+    /// device's cache holding filesystem metadata, shared memory, memfd,
+    /// /proc. Its pages are not read from a file on a device, so it is never
+    /// planned, never a miss, and its offsets are not a file's.
+    pub fn in_kernel(&self) -> bool {
+        self.dev_major() == 0
+    }
+}
+
 /// A file to insert: everything but the id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewFile {
@@ -213,6 +246,16 @@ impl PageEventKind {
 
     pub fn from_code(code: i64) -> Option<PageEventKind> {
         PageEventKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// Whether the program itself asked for the event's pages: a fault, a
+    /// read() (access) or a user fault (touch). Reads may be readahead,
+    /// fault-around mappings are the kernel's guess, evictions ask nothing.
+    pub fn is_demand(self) -> bool {
+        match self {
+            PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => true,
+            PageEventKind::Read | PageEventKind::Map | PageEventKind::Evict => false,
+        }
     }
 
     pub fn as_str(self) -> &'static str {
@@ -484,4 +527,59 @@ pub struct LoaderSpan {
     /// including the one that ended it: the hits whose cost it holds. For
     /// `entry`, the hits since the exec. None when it never ended.
     pub probe_hits: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_device(dev: u64) -> File {
+        File {
+            id: 1,
+            dev,
+            ino: 2,
+            path: None,
+            size: None,
+            mtime_ns: None,
+            build_id: None,
+            opened_by_tree: false,
+        }
+    }
+
+    #[test]
+    fn device_numbers_decode_as_glibc_decodes_them() {
+        let numbers = [
+            (0, 0),
+            (0, 23),
+            (8, 1),
+            (259, 3),
+            (0xfff, 0xff),
+            (0x1000, 0x100),
+            (0xffff_ffff, 0xffff_ffff),
+            (0x1234_5678, 0x9abc_def0),
+        ];
+        for (major, minor) in numbers {
+            let dev = libc::makedev(major, minor);
+            let file = on_device(dev);
+            assert_eq!(file.dev_major(), libc::major(dev), "{major}:{minor}");
+            assert_eq!(file.dev_minor(), libc::minor(dev), "{major}:{minor}");
+            assert_eq!(file.in_kernel(), major == 0, "{major}:{minor}");
+        }
+    }
+
+    #[test]
+    fn demand_is_a_fault_a_read_call_or_a_user_fault() {
+        let demanded: Vec<PageEventKind> = PageEventKind::ALL
+            .into_iter()
+            .filter(|k| k.is_demand())
+            .collect();
+        assert_eq!(
+            demanded,
+            [
+                PageEventKind::Fault,
+                PageEventKind::Access,
+                PageEventKind::Touch
+            ]
+        );
+    }
 }

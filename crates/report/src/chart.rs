@@ -41,7 +41,7 @@ pub mod loader;
 use coldstart_analyze::{Band, FileTimeline, Timeline};
 #[cfg(test)]
 use coldstart_prefetch::replay::PREFETCHER_COMM;
-use coldstart_prefetch::replay::is_prefetcher;
+use coldstart_prefetch::replay::prefetcher_tasks;
 use coldstart_profile::PageEventKind;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -355,12 +355,12 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
     let hidden = timeline.files.len() - shown.len();
     let requested_cell = f64::from(options.cell.max(1));
     let mut cell = requested_cell;
-    let prefetcher: HashSet<i32> = timeline
-        .processes
-        .iter()
-        .filter(|p| is_prefetcher(p.comm.as_deref()))
-        .map(|p| p.pid)
-        .collect();
+    let prefetcher = prefetcher_tasks(
+        timeline
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.comm.as_deref())),
+    );
     let (layout, marks) = loop {
         let layout = Layout::new(timeline, options, cell);
         let marks: Vec<Marks> = shown
@@ -813,12 +813,12 @@ impl Marks {
         let mut mapped = Grid::new(layout.cols, layout.rows);
         for point in &file.points {
             let grid = match point.kind {
+                kind if kind.is_demand() => &mut touches,
                 PageEventKind::Read if prefetcher.contains(&point.pid) => &mut prefetcher_reads,
                 PageEventKind::Read => &mut reads,
-                PageEventKind::Fault | PageEventKind::Access | PageEventKind::Touch => &mut touches,
                 PageEventKind::Map => &mut mapped,
                 // Evictions are rare during a start and not part of the picture.
-                PageEventKind::Evict => continue,
+                _ => continue,
             };
             let start = point.page.saturating_mul(page_size);
             let end = point

@@ -5,6 +5,7 @@
 //! `--loader`, the dynamic loader's lane under it.
 
 use crate::chart::{self, ChartOptions, escape};
+use crate::millis::tenths_or_dash as ms;
 use crate::table::thousands;
 use coldstart_analyze::{FileReport, RunReport, Timeline};
 use coldstart_binary::human_bytes;
@@ -46,11 +47,6 @@ time they cover.</p>\n";
 
 fn mib(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / (1024.0 * 1024.0))
-}
-
-fn ms(ns: Option<i64>) -> String {
-    ns.map(|ns| format!("{:.1}", ns as f64 / 1e6))
-        .unwrap_or_else(|| "-".into())
 }
 
 fn amplification(a: Option<f64>) -> String {

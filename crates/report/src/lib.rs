@@ -9,6 +9,7 @@ pub mod evict;
 pub mod html;
 pub mod inspect;
 pub mod loader;
+pub mod millis;
 pub mod misses;
 pub mod order;
 pub mod pack;

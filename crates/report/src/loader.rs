@@ -3,13 +3,10 @@
 //! relocations, pages read in their phases), the phase totals, and the
 //! slowest initializers by name.
 
+use crate::millis::hundredths as ms;
 use crate::table::{Style, Table, heading, percent, thousands};
 use coldstart_analyze::{LoaderObject, LoaderProcess, LoaderReport, ObjectOrigin, PhaseTotal};
 use std::fmt::Write;
-
-fn ms(ns: i64) -> String {
-    format!("{:.2}", ns as f64 / 1e6)
-}
 
 /// The section; `top` processes, objects and initializers per process
 /// (all when None). Processes are detailed when their loader time is at

@@ -2,6 +2,7 @@
 //! one row per file, then per ELF file its sections and first symbols, then
 //! the dynamic loader's phases when the run traced them.
 
+use crate::millis::tenths as ms;
 use crate::table::{Style, Table, heading, thousands};
 use coldstart_analyze::{FileReport, RunReport};
 use coldstart_binary::human_bytes;
@@ -18,10 +19,6 @@ pub struct RunView {
     pub symbols: Option<usize>,
     /// Show page extents.
     pub pages: bool,
-}
-
-fn ms(ns: i64) -> String {
-    format!("{:.1}", ns as f64 / 1e6)
 }
 
 fn amplification(a: Option<f64>) -> String {

@@ -1,6 +1,7 @@
 //! `coldstart trace`'s one-screen summary of the run it just traced: when
 //! it was ready, what it read and touched, and the files it read most.
 
+use crate::millis::rounded_to_hundredths as ms;
 use coldstart_analyze::RunReport;
 use coldstart_binary::human_bytes;
 use coldstart_record::function_records::FunctionsSummary;
@@ -109,11 +110,6 @@ impl Summary {
             functions,
         }
     }
-}
-
-/// Milliseconds to two decimals.
-fn ms(ns: i64) -> f64 {
-    (ns as f64 / 1e4).round() / 100.0
 }
 
 pub fn render(s: &Summary) -> String {

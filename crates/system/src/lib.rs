@@ -3,7 +3,8 @@
 //! watching its process tree (`launch`), controlling and measuring the page
 //! cache (`cache`), evicting or checking a set of files with per-file results
 //! (`eviction`) and finding the files a path names (`walk`), overriding
-//! device readahead for a run (`readahead`), reading build-ids without disturbing the cache (`build_id`), and every
+//! device readahead for a run (`readahead`), reading build-ids without disturbing the cache (`build_id`), telling
+//! a recorded file from a later one at the same path (`identity`), and every
 //! /proc parser (`proc`). It knows nothing of profiles or traces, so the
 //! prefetch launcher can use it without linking the tracer or SQLite.
 //!
@@ -13,6 +14,7 @@ pub mod build_id;
 pub mod cache;
 mod cgroup;
 pub mod eviction;
+pub mod identity;
 pub mod launch;
 pub mod proc;
 pub mod readahead;
