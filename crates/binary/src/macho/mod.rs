@@ -111,7 +111,6 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
     let commands_size = u64::from(header.sizeofcmds(endian));
     ctx.in_file(header_size, commands_size, size, "load commands")?;
     let filetype = header.filetype(endian);
-    let flags = header.flags(endian);
     let pointer_size: u64 = if header.is_type_64() { 8 } else { 4 };
 
     let mut found = walk_commands::<Mach>(ctx, data, header, page_size)?;
@@ -129,23 +128,7 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
         .iter()
         .find(|segment| segment.name.as_deref() == Some("__TEXT"))
         .map_or(0, |segment| segment.address);
-    let entry = match (found.entry_offset, found.thread_entry) {
-        (Some(offset), _) => text_address.checked_add(offset).ok_or_else(|| {
-            ctx.malformed(format!("LC_MAIN entry offset {offset:#x} overflows __TEXT"))
-        })?,
-        (None, Some(pc)) => pc,
-        (None, None) => 0,
-    };
-
-    let kind = match filetype {
-        macho::MH_EXECUTE if flags.contains(macho::MH_PIE) => Kind::Pie,
-        macho::MH_EXECUTE => Kind::Executable,
-        macho::MH_DYLIB | macho::MH_BUNDLE => Kind::SharedObject,
-        macho::MH_OBJECT => Kind::Relocatable,
-        macho::MH_CORE => Kind::Core,
-        _ => Kind::Other,
-    };
-
+    let entry = entry_address(ctx, &found, text_address)?;
     let layout = Layout {
         endian,
         pointer_size,
@@ -155,41 +138,14 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
     let relocations = relocations(ctx, data, &found, &layout)?;
     let init_array = initializers(data, &found, &layout, filetype == macho::MH_OBJECT);
     let regions = regions(size, &found);
-
-    let symbols = found.symbols.unwrap_or(0);
-    // A linked image keeps the external symbols dyld needs even after
-    // `strip`; what strip removes are the local ones.
-    let stripped = symbols == 0 || (filetype != macho::MH_OBJECT && found.local_symbols == Some(0));
-    let debug_info = found
-        .sections
-        .iter()
-        .any(|section| section.name.starts_with("__DWARF,"));
+    let header_model = header_model(header, endian, &found, entry);
 
     Ok(Inspection {
         path: ctx.path.display().to_string(),
         format: Format::Macho,
         size,
         page_size,
-        header: Header {
-            kind,
-            machine: machine_name(header.cputype(endian)),
-            bits: if header.is_type_64() { 64 } else { 32 },
-            endian: if header.is_big_endian() {
-                "big"
-            } else {
-                "little"
-            },
-            entry,
-            // Upper-case like dwarfdump --uuid and crash reports, without dashes.
-            build_id: found
-                .uuid
-                .map(|uuid| uuid.iter().map(|b| format!("{b:02X}")).collect()),
-            interpreter: found.dylinker.clone(),
-            stripped,
-            debug_info,
-            debug_link: None,
-            symbols: u64::from(symbols),
-        },
+        header: header_model,
         segments: found.segments,
         sections: found.sections,
         regions,
@@ -199,10 +155,69 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
         pe: None,
         macho: Some(MachoDetails {
             dylibs: found.dylibs,
-            pie: flags.contains(macho::MH_PIE),
+            pie: header.flags(endian).contains(macho::MH_PIE),
         }),
         warnings: Vec::new(),
     })
+}
+
+/// Where the program starts: LC_MAIN's offset into __TEXT, else the pc of
+/// LC_UNIXTHREAD, else nowhere (0).
+fn entry_address(ctx: &Ctx, found: &Commands, text_address: u64) -> Result<u64> {
+    Ok(match (found.entry_offset, found.thread_entry) {
+        (Some(offset), _) => text_address.checked_add(offset).ok_or_else(|| {
+            ctx.malformed(format!("LC_MAIN entry offset {offset:#x} overflows __TEXT"))
+        })?,
+        (None, Some(pc)) => pc,
+        (None, None) => 0,
+    })
+}
+
+/// The common header: kind, machine, entry, UUID, dyld, symbols and debug
+/// information.
+fn header_model<Mach: MachHeader<Endian = Endianness>>(
+    header: &Mach,
+    endian: Endianness,
+    found: &Commands,
+    entry: u64,
+) -> Header {
+    let filetype = header.filetype(endian);
+    let kind = match filetype {
+        macho::MH_EXECUTE if header.flags(endian).contains(macho::MH_PIE) => Kind::Pie,
+        macho::MH_EXECUTE => Kind::Executable,
+        macho::MH_DYLIB | macho::MH_BUNDLE => Kind::SharedObject,
+        macho::MH_OBJECT => Kind::Relocatable,
+        macho::MH_CORE => Kind::Core,
+        _ => Kind::Other,
+    };
+    let symbols = found.symbols.unwrap_or(0);
+    // A linked image keeps the external symbols dyld needs even after
+    // `strip`; what strip removes are the local ones.
+    let stripped = symbols == 0 || (filetype != macho::MH_OBJECT && found.local_symbols == Some(0));
+    let debug_info = found
+        .sections
+        .iter()
+        .any(|section| section.name.starts_with("__DWARF,"));
+    Header {
+        kind,
+        machine: machine_name(header.cputype(endian)),
+        bits: if header.is_type_64() { 64 } else { 32 },
+        endian: if header.is_big_endian() {
+            "big"
+        } else {
+            "little"
+        },
+        entry,
+        // Upper-case like dwarfdump --uuid and crash reports, without dashes.
+        build_id: found
+            .uuid
+            .map(|uuid| uuid.iter().map(|b| format!("{b:02X}")).collect()),
+        interpreter: found.dylinker.clone(),
+        stripped,
+        debug_info,
+        debug_link: None,
+        symbols: u64::from(symbols),
+    }
 }
 
 fn machine_name(cputype: macho::CpuType) -> String {
