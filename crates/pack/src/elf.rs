@@ -154,140 +154,32 @@ pub(crate) struct Elf<'data> {
 
 impl<'data> Elf<'data> {
     pub fn parse(path: &'data Path, data: &'data [u8]) -> Result<Elf<'data>, Refused> {
-        let refuse = |reason| Refused::new(path, reason);
-        let malformed = |detail: String| refuse(Refusal::Malformed(detail));
-        if !data.starts_with(&e::ELFMAG) {
-            return Err(refuse(Refusal::NotElf));
-        }
-        match (data.get(4), data.get(5)) {
-            (Some(&2), Some(&1)) => {} // ELFCLASS64, ELFDATA2LSB
-            (Some(&1), _) => {
-                // ELFCLASS32
-                return Err(refuse(Refusal::Machine("32-bit ELF".to_string())));
-            }
-            (Some(_), Some(&2)) => {
-                // ELFDATA2MSB
-                return Err(refuse(Refusal::Machine("big-endian ELF".to_string())));
-            }
-            _ => {
-                return Err(malformed(
-                    "ELF identification is cut short or unknown".into(),
-                ));
-            }
-        }
-        let header = FileHeader::parse(data).map_err(|err| malformed(err.to_string()))?;
-        let endian = header.endian().map_err(|err| malformed(err.to_string()))?;
+        check_identification(path, data)?;
+        let malformed =
+            |err: object::read::Error| Refused::new(path, Refusal::Malformed(err.to_string()));
+        let header = FileHeader::parse(data).map_err(malformed)?;
+        let endian = header.endian().map_err(malformed)?;
+        let file = HeaderReader {
+            path,
+            data,
+            header,
+            endian,
+        };
         let e_machine = header.e_machine(endian).0;
         if e_machine != e::EM_X86_64.0 {
-            return Err(refuse(Refusal::Machine(machine_name(e_machine))));
+            return Err(file.refuse(Refusal::Machine(machine_name(e_machine))));
         }
-        let segments: Vec<Segment> = header
-            .program_headers(endian, data)
-            .map_err(|err| malformed(err.to_string()))?
-            .iter()
-            .map(|ph| Segment {
-                p_type: ph.p_type(endian).0,
-                p_flags: ph.p_flags(endian).0,
-                p_offset: ph.p_offset(endian),
-                p_vaddr: ph.p_vaddr(endian),
-                p_paddr: ph.p_paddr(endian),
-                p_filesz: ph.p_filesz(endian),
-                p_memsz: ph.p_memsz(endian),
-                p_align: ph.p_align(endian),
-            })
-            .collect();
-        let shnum = header
-            .shnum(endian, data)
-            .map_err(|err| malformed(err.to_string()))?;
-        if header.e_shnum(endian) == 0 && shnum != 0 {
-            return Err(refuse(Refusal::Unsupported(
-                "more than 65,279 sections (extended section numbering)".into(),
-            )));
-        }
-        if header.e_shstrndx(endian).0 == e::SHN_XINDEX.0 {
-            return Err(refuse(Refusal::Unsupported(
-                "section name table index in extended numbering".into(),
-            )));
-        }
-        let sections: Vec<Section> = header
-            .section_headers(endian, data)
-            .map_err(|err| malformed(err.to_string()))?
-            .iter()
-            .map(|sh| Section {
-                sh_name: sh.sh_name(endian),
-                sh_type: sh.sh_type(endian).0,
-                sh_flags: sh.sh_flags(endian).0,
-                sh_addr: sh.sh_addr(endian),
-                sh_offset: sh.sh_offset(endian),
-                sh_size: sh.sh_size(endian),
-                sh_link: sh.sh_link(endian),
-                sh_info: sh.sh_info(endian),
-                sh_addralign: sh.sh_addralign(endian),
-                sh_entsize: sh.sh_entsize(endian),
-            })
-            .collect();
+        let segments = file.segments()?;
+        let sections = file.sections()?;
         let e_shstrndx = header.e_shstrndx(endian).0;
-        if !sections.is_empty() && usize::from(e_shstrndx) >= sections.len() {
-            return Err(malformed(format!(
-                "section name table index {e_shstrndx} is past the {} section headers",
-                sections.len()
-            )));
-        }
-        for (i, section) in sections.iter().enumerate() {
-            let end = section.sh_offset.checked_add(section.file_size());
-            if end.is_none_or(|end| end > data.len() as u64) {
-                return Err(malformed(format!(
-                    "section {i} (offset 0x{:x}, size 0x{:x}) runs past the end of the file",
-                    section.sh_offset, section.sh_size
-                )));
-            }
-        }
-        for (i, segment) in segments.iter().enumerate() {
-            let end = segment.p_offset.checked_add(segment.p_filesz);
-            if end.is_none_or(|end| end > data.len() as u64) {
-                return Err(malformed(format!(
-                    "program header {i} (offset 0x{:x}, size 0x{:x}) runs past the end of the file",
-                    segment.p_offset, segment.p_filesz
-                )));
-            }
-            if segment.is_load() && segment.p_filesz > segment.p_memsz {
-                return Err(malformed(format!(
-                    "LOAD segment {i} has more bytes in the file than in memory"
-                )));
-            }
-            if segment.is_load() && segment.p_vaddr.checked_add(segment.p_memsz).is_none() {
-                return Err(malformed(format!(
-                    "LOAD segment {i} (address 0x{:x}, size 0x{:x}) runs past the end of the address space",
-                    segment.p_vaddr, segment.p_memsz
-                )));
-            }
-        }
+        file.check_sections(&sections, e_shstrndx)?;
+        file.check_segments(&segments)?;
         let Some(dynamic_segment) = segments.iter().position(|s| s.p_type == e::PT_DYNAMIC.0)
         else {
-            return Err(refuse(Refusal::Static));
+            return Err(file.refuse(Refusal::Static));
         };
         let dyn_seg = segments[dynamic_segment];
-        let dyn_bytes =
-            &data[dyn_seg.p_offset as usize..(dyn_seg.p_offset + dyn_seg.p_filesz) as usize];
-        let entries: &[e::Dyn64<Endianness>] =
-            object::pod::slice_from_bytes(dyn_bytes, dyn_bytes.len() / DYN_SIZE as usize)
-                .map(|(entries, _)| entries)
-                .map_err(|()| malformed("dynamic segment is not aligned".into()))?;
-        let mut dynamic = Vec::new();
-        let mut terminated = false;
-        for entry in entries {
-            let tag = entry.d_tag(endian).0;
-            if tag == e::DT_NULL.0 {
-                terminated = true;
-                break;
-            }
-            dynamic.push((tag, entry.d_val(endian)));
-        }
-        if !terminated {
-            return Err(malformed(
-                "dynamic section has no DT_NULL terminator".into(),
-            ));
-        }
+        let dynamic = file.dynamic_entries(dyn_seg)?;
         Ok(Elf {
             path,
             data,
@@ -368,6 +260,165 @@ impl<'data> Elf<'data> {
                 addend: r.r_addend.get(endian),
             })
             .collect())
+    }
+}
+
+/// Refuses all but 64-bit little-endian ELF, saying which it is.
+fn check_identification(path: &Path, data: &[u8]) -> Result<(), Refused> {
+    let refuse = |reason| Err(Refused::new(path, reason));
+    if !data.starts_with(&e::ELFMAG) {
+        return refuse(Refusal::NotElf);
+    }
+    match (data.get(4), data.get(5)) {
+        (Some(&2), Some(&1)) => Ok(()), // ELFCLASS64, ELFDATA2LSB
+        // ELFCLASS32
+        (Some(&1), _) => refuse(Refusal::Machine("32-bit ELF".to_string())),
+        // ELFDATA2MSB
+        (Some(_), Some(&2)) => refuse(Refusal::Machine("big-endian ELF".to_string())),
+        _ => refuse(Refusal::Malformed(
+            "ELF identification is cut short or unknown".into(),
+        )),
+    }
+}
+
+/// Reads the headers of a file whose identification checked out, and
+/// checks that what they describe lies in the file.
+struct HeaderReader<'data> {
+    path: &'data Path,
+    data: &'data [u8],
+    header: &'data FileHeader,
+    endian: Endianness,
+}
+
+impl HeaderReader<'_> {
+    fn refuse(&self, reason: Refusal) -> Refused {
+        Refused::new(self.path, reason)
+    }
+
+    fn malformed(&self, detail: impl Into<String>) -> Refused {
+        self.refuse(Refusal::Malformed(detail.into()))
+    }
+
+    fn segments(&self) -> Result<Vec<Segment>, Refused> {
+        let endian = self.endian;
+        Ok(self
+            .header
+            .program_headers(endian, self.data)
+            .map_err(|err| self.malformed(err.to_string()))?
+            .iter()
+            .map(|ph| Segment {
+                p_type: ph.p_type(endian).0,
+                p_flags: ph.p_flags(endian).0,
+                p_offset: ph.p_offset(endian),
+                p_vaddr: ph.p_vaddr(endian),
+                p_paddr: ph.p_paddr(endian),
+                p_filesz: ph.p_filesz(endian),
+                p_memsz: ph.p_memsz(endian),
+                p_align: ph.p_align(endian),
+            })
+            .collect())
+    }
+
+    /// The section headers; extended section numbering is refused.
+    fn sections(&self) -> Result<Vec<Section>, Refused> {
+        let (header, endian) = (self.header, self.endian);
+        let shnum = header
+            .shnum(endian, self.data)
+            .map_err(|err| self.malformed(err.to_string()))?;
+        if header.e_shnum(endian) == 0 && shnum != 0 {
+            return Err(self.refuse(Refusal::Unsupported(
+                "more than 65,279 sections (extended section numbering)".into(),
+            )));
+        }
+        if header.e_shstrndx(endian).0 == e::SHN_XINDEX.0 {
+            return Err(self.refuse(Refusal::Unsupported(
+                "section name table index in extended numbering".into(),
+            )));
+        }
+        Ok(header
+            .section_headers(endian, self.data)
+            .map_err(|err| self.malformed(err.to_string()))?
+            .iter()
+            .map(|sh| Section {
+                sh_name: sh.sh_name(endian),
+                sh_type: sh.sh_type(endian).0,
+                sh_flags: sh.sh_flags(endian).0,
+                sh_addr: sh.sh_addr(endian),
+                sh_offset: sh.sh_offset(endian),
+                sh_size: sh.sh_size(endian),
+                sh_link: sh.sh_link(endian),
+                sh_info: sh.sh_info(endian),
+                sh_addralign: sh.sh_addralign(endian),
+                sh_entsize: sh.sh_entsize(endian),
+            })
+            .collect())
+    }
+
+    /// The name table is one of the sections, and every section's bytes
+    /// lie in the file.
+    fn check_sections(&self, sections: &[Section], e_shstrndx: u16) -> Result<(), Refused> {
+        if !sections.is_empty() && usize::from(e_shstrndx) >= sections.len() {
+            return Err(self.malformed(format!(
+                "section name table index {e_shstrndx} is past the {} section headers",
+                sections.len()
+            )));
+        }
+        for (i, section) in sections.iter().enumerate() {
+            let end = section.sh_offset.checked_add(section.file_size());
+            if end.is_none_or(|end| end > self.data.len() as u64) {
+                return Err(self.malformed(format!(
+                    "section {i} (offset 0x{:x}, size 0x{:x}) runs past the end of the file",
+                    section.sh_offset, section.sh_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every segment's bytes lie in the file, and each LOAD segment fits
+    /// its memory and the address space.
+    fn check_segments(&self, segments: &[Segment]) -> Result<(), Refused> {
+        for (i, segment) in segments.iter().enumerate() {
+            let end = segment.p_offset.checked_add(segment.p_filesz);
+            if end.is_none_or(|end| end > self.data.len() as u64) {
+                return Err(self.malformed(format!(
+                    "program header {i} (offset 0x{:x}, size 0x{:x}) runs past the end of the file",
+                    segment.p_offset, segment.p_filesz
+                )));
+            }
+            if segment.is_load() && segment.p_filesz > segment.p_memsz {
+                return Err(self.malformed(format!(
+                    "LOAD segment {i} has more bytes in the file than in memory"
+                )));
+            }
+            if segment.is_load() && segment.p_vaddr.checked_add(segment.p_memsz).is_none() {
+                return Err(self.malformed(format!(
+                    "LOAD segment {i} (address 0x{:x}, size 0x{:x}) runs past the end of the address space",
+                    segment.p_vaddr, segment.p_memsz
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The dynamic segment's entries before its DT_NULL, which it must
+    /// have. The segment was checked to lie in the file.
+    fn dynamic_entries(&self, dyn_seg: Segment) -> Result<Vec<(i64, u64)>, Refused> {
+        let dyn_bytes =
+            &self.data[dyn_seg.p_offset as usize..(dyn_seg.p_offset + dyn_seg.p_filesz) as usize];
+        let entries: &[e::Dyn64<Endianness>] =
+            object::pod::slice_from_bytes(dyn_bytes, dyn_bytes.len() / DYN_SIZE as usize)
+                .map(|(entries, _)| entries)
+                .map_err(|()| self.malformed("dynamic segment is not aligned"))?;
+        let mut dynamic = Vec::new();
+        for entry in entries {
+            let tag = entry.d_tag(self.endian).0;
+            if tag == e::DT_NULL.0 {
+                return Ok(dynamic);
+            }
+            dynamic.push((tag, entry.d_val(self.endian)));
+        }
+        Err(self.malformed("dynamic section has no DT_NULL terminator"))
     }
 }
 

@@ -779,75 +779,122 @@ fn new_segments(
     fit: &Fit,
     appended: Option<&Appended>,
 ) -> Result<Vec<Segment>, Refused> {
-    let original = elf.segments[host];
     if !fit.moves_headers() {
         return Ok(elf.segments.clone());
     }
-    if fit.phdrs.is_some() {
-        let first = elf.segments.iter().find(|s| s.is_load()).copied();
+    let rewrite = HeaderRewrite {
+        elf,
+        original: elf.segments[host],
+        fit,
+        appended,
+    };
+    rewrite.check_moved_headers_are_mapped()?;
+    let pieces = rewrite.host_pieces()?;
+    let mut segments = Vec::new();
+    for (i, segment) in elf.segments.iter().enumerate() {
+        if i == host {
+            segments.extend(pieces.iter().copied());
+        } else {
+            segments.push(rewrite.shifted(i, *segment)?);
+        }
+    }
+    if let Some(appended) = appended {
+        rewrite.insert_appended_load(&mut segments, appended);
+    }
+    if let Some(phdrs) = fit.phdrs {
+        rewrite.fill_header_slots(&mut segments, phdrs)?;
+    }
+    Ok(segments)
+}
+
+/// What the new program headers are made from: the segment that held the
+/// tables as it was, where everything landed, and what was appended.
+struct HeaderRewrite<'a, 'data> {
+    elf: &'a Elf<'data>,
+    original: Segment,
+    fit: &'a Fit,
+    appended: Option<&'a Appended>,
+}
+
+impl HeaderRewrite<'_, '_> {
+    /// Moved program headers go where the first LOAD segment maps them, so
+    /// the host must be mapped the same way.
+    fn check_moved_headers_are_mapped(&self) -> Result<(), Refused> {
+        if self.fit.phdrs.is_none() {
+            return Ok(());
+        }
+        let first = self.elf.segments.iter().find(|s| s.is_load()).copied();
         let delta = |s: Segment| s.p_vaddr.wrapping_sub(s.p_offset);
-        if first.is_some_and(|f| delta(f) != delta(original)) {
-            return Err(elf.refused(Refusal::Unsupported(
+        if first.is_some_and(|f| delta(f) != delta(self.original)) {
+            return Err(self.elf.refused(Refusal::Unsupported(
                 "the relocation table is not in a segment mapped like the first one, where the \
                  moved program headers must go"
                     .into(),
             )));
         }
+        Ok(())
     }
-    let cut_start = original.offset_of(fit.cut_at);
-    let cut_end = cut_start + fit.removed;
-    let host_end = original.p_vaddr + original.p_filesz;
-    let resume = fit.cut_at + fit.removed;
-    if fit.splits_host() && original.p_memsz != original.p_filesz && resume >= host_end {
-        return Err(elf.refused(Refusal::Unsupported(
-            "the relocation table ends a segment that has zero-filled memory after it".into(),
-        )));
-    }
-    let mut pieces = Vec::new();
-    if !fit.splits_host() {
-        pieces.push(original);
-    }
-    let first_end = if fit.dynamic.is_some() {
-        fit.before_dynamic
-    } else {
-        fit.end
-    };
-    if fit.splits_host() {
-        pieces.push(Segment {
-            p_filesz: first_end - original.p_vaddr,
-            p_memsz: first_end - original.p_vaddr,
-            ..original
-        });
-    }
-    if let Some(dynamic) = fit.dynamic {
-        pieces.push(Segment {
-            p_type: e::PT_LOAD.0,
-            p_flags: e::PF_R.0 | e::PF_W.0,
-            p_offset: original.offset_of(dynamic.address),
-            p_vaddr: dynamic.address,
-            p_paddr: original.paddr_of(dynamic.address),
-            p_filesz: dynamic.size,
-            p_memsz: dynamic.size,
-            p_align: original.p_align,
-        });
-    }
-    if fit.splits_host() && resume < original.p_vaddr + original.p_memsz {
-        pieces.push(Segment {
-            p_offset: original.offset_of(resume) - fit.removed,
-            p_vaddr: resume,
-            p_paddr: original.paddr_of(resume),
-            p_filesz: host_end.saturating_sub(resume),
-            p_memsz: original.p_vaddr + original.p_memsz - resume,
-            ..original
-        });
-    }
-    let mut segments = Vec::new();
-    for (i, segment) in elf.segments.iter().enumerate() {
-        if i == host {
-            segments.extend(pieces.iter().copied());
-            continue;
+
+    /// The host segment's replacements: itself, or its part before the
+    /// cut, the dynamic section's own writable segment, and its part after
+    /// the cut.
+    fn host_pieces(&self) -> Result<Vec<Segment>, Refused> {
+        let (original, fit) = (self.original, self.fit);
+        let host_end = original.p_vaddr + original.p_filesz;
+        let resume = fit.cut_at + fit.removed;
+        if fit.splits_host() && original.p_memsz != original.p_filesz && resume >= host_end {
+            return Err(self.elf.refused(Refusal::Unsupported(
+                "the relocation table ends a segment that has zero-filled memory after it".into(),
+            )));
         }
-        let mut segment = *segment;
+        let mut pieces = Vec::new();
+        if !fit.splits_host() {
+            pieces.push(original);
+        }
+        let first_end = if fit.dynamic.is_some() {
+            fit.before_dynamic
+        } else {
+            fit.end
+        };
+        if fit.splits_host() {
+            pieces.push(Segment {
+                p_filesz: first_end - original.p_vaddr,
+                p_memsz: first_end - original.p_vaddr,
+                ..original
+            });
+        }
+        if let Some(dynamic) = fit.dynamic {
+            pieces.push(Segment {
+                p_type: e::PT_LOAD.0,
+                p_flags: e::PF_R.0 | e::PF_W.0,
+                p_offset: original.offset_of(dynamic.address),
+                p_vaddr: dynamic.address,
+                p_paddr: original.paddr_of(dynamic.address),
+                p_filesz: dynamic.size,
+                p_memsz: dynamic.size,
+                p_align: original.p_align,
+            });
+        }
+        if fit.splits_host() && resume < original.p_vaddr + original.p_memsz {
+            pieces.push(Segment {
+                p_offset: original.offset_of(resume) - fit.removed,
+                p_vaddr: resume,
+                p_paddr: original.paddr_of(resume),
+                p_filesz: host_end.saturating_sub(resume),
+                p_memsz: original.p_vaddr + original.p_memsz - resume,
+                ..original
+            });
+        }
+        Ok(pieces)
+    }
+
+    /// Program header `i`, not the host: moved back by the bytes removed
+    /// if it lies after the cut, and the program headers' and dynamic
+    /// section's entries pointed at where those now are.
+    fn shifted(&self, i: usize, mut segment: Segment) -> Result<Segment, Refused> {
+        let (original, fit) = (self.original, self.fit);
+        let cut_start = original.offset_of(fit.cut_at);
+        let cut_end = cut_start + fit.removed;
         let end = segment.p_offset + segment.p_filesz;
         if fit.removed > 0
             && segment.p_filesz > 0
@@ -855,7 +902,7 @@ fn new_segments(
             && end > cut_start
             && segment.p_type != e::PT_PHDR.0
         {
-            return Err(elf.refused(Refusal::Unsupported(format!(
+            return Err(self.elf.refused(Refusal::Unsupported(format!(
                 "program header {i} overlaps the freed relocation table"
             ))));
         }
@@ -881,18 +928,20 @@ fn new_segments(
                         original.offset_of(dynamic.address),
                         original.paddr_of(dynamic.address),
                     );
-                } else if let Some((dynamic, file_offset)) = appended.and_then(Appended::dynamic_at)
+                } else if let Some((dynamic, file_offset)) =
+                    self.appended.and_then(Appended::dynamic_at)
                 {
                     cover(&mut segment, dynamic, file_offset, dynamic.address);
                 }
             }
             _ => {}
         }
-        segments.push(segment);
+        Ok(segment)
     }
-    if let Some(appended) = appended {
-        // LOAD segments stay sorted by address: the new one, highest, goes
-        // after the last of them.
+
+    /// The LOAD segment for what was appended. LOAD segments stay sorted
+    /// by address: the new one, highest, goes after the last of them.
+    fn insert_appended_load(&self, segments: &mut Vec<Segment>, appended: &Appended) {
         let last_load = segments.iter().rposition(|s| s.is_load()).unwrap_or(0);
         let flags = if appended.writable {
             e::PF_R.0 | e::PF_W.0
@@ -909,14 +958,17 @@ fn new_segments(
                 p_paddr: appended.place.address,
                 p_filesz: appended.place.size,
                 p_memsz: appended.place.size,
-                p_align: original.p_align,
+                p_align: self.original.p_align,
             },
         );
     }
-    if let Some(phdrs) = fit.phdrs {
+
+    /// The moved program headers were given room for a number of entries;
+    /// the ones not used are PT_NULL.
+    fn fill_header_slots(&self, segments: &mut Vec<Segment>, phdrs: Placed) -> Result<(), Refused> {
         let slots = phdrs.size / PHDR_SIZE;
         if (segments.len() as u64) > slots {
-            return Err(elf.refused(Refusal::Unsupported(
+            return Err(self.elf.refused(Refusal::Unsupported(
                 "program header count changed between layouts".into(),
             )));
         }
@@ -933,8 +985,8 @@ fn new_segments(
                 p_align: 0,
             },
         );
+        Ok(())
     }
-    Ok(segments)
 }
 
 /// Points `segment` at exactly `place`, found at `file_offset` in the file.

@@ -235,132 +235,15 @@ pub fn replay_with_lead(
     on_lead: &(dyn Fn() + Sync),
 ) -> ReplayReport {
     let started = Instant::now();
-    let shared = Shared {
-        plan,
-        method: options.method,
-        files: plan.files.iter().map(|_| OnceLock::new()).collect(),
-        rejected: plan.files.iter().map(|_| OnceLock::new()).collect(),
-        no_cachestat: plan.files.iter().map(|_| AtomicBool::new(false)).collect(),
-        next: AtomicUsize::new(0),
-        requested: AtomicU64::new(0),
-        resident: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-        waits: AtomicU64::new(0),
-        extent_trees: AtomicUsize::new(0),
-        errors: Mutex::new(Vec::new()),
-        lead_bytes,
-        on_lead,
-        lead_told: AtomicBool::new(false),
-    };
+    let shared = Shared::new(plan, options.method, lead_bytes, on_lead);
     reserve_descriptors(plan.files.len());
-    // Work items: the plan's extents in order (for the whole-file peers,
-    // one item per file), each file opened and checked when its first
-    // extent comes up. Beside the workers, one more thread opens every file
-    // of the plan in its order: the files only opened (warming their path
-    // lookup and inode for the program) and the others ahead of their
-    // extents. Opening them all before the first extent, as this did at
-    // first, kept every worker off the device for the first 50-100 ms of a
-    // cold Firefox start (226 files, each with its build-id read from the
-    // device), while the program raced ahead and read its libraries itself
-    // with readahead windows around them. Once every file is open, that
-    // thread checks their build-ids, which the workers do not wait for.
-    // Right after opening a file with extents to read, it has ext4 read
-    // the file's extent tree ([`Shared::precache_extents`]).
-    // More threads look up the plan's lookups in need order; the
-    // whole-file peers make none.
-    let lookups: &[Lookup] = if options.method.whole_files() {
-        &[]
-    } else {
-        &plan.lookups
-    };
-    let items = if options.method.whole_files() {
-        plan.files.len()
-    } else {
-        plan.extents.len()
-    };
-    // The files whose extent trees are read: those with extents to read.
-    // The whole-file peers stay the ideas they stand for.
-    let mut has_extents = vec![false; plan.files.len()];
-    if !options.method.whole_files() {
-        for extent in &plan.extents {
-            if let Some(slot) = has_extents.get_mut(extent.file) {
-                *slot = true;
-            }
-        }
-    }
-    let threads = options.threads.max(1);
-    let window = if options.method.queues_reads() {
-        options.window_bytes.div_ceil(threads as u64)
-    } else {
-        0
-    };
-    // The workers are created under the prefetcher's name; the calling
-    // thread gets its own back afterwards (with --wait it is the thread that
-    // then becomes the program).
-    let own_name = thread_name();
-    set_thread_name(PREFETCHER_COMM);
-    let looked_up = std::thread::scope(|scope| {
-        let looked_up = (!lookups.is_empty()).then(|| scope.spawn(|| look_up(lookups, stop)));
-        scope.spawn(|| {
-            for (index, &extents) in has_extents.iter().enumerate() {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                if shared.open(index).is_ok() && extents {
-                    shared.precache_extents(index);
-                }
-            }
-            for index in 0..plan.files.len() {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                shared.check_build_id(index);
-            }
-        });
-        for _ in 0..threads {
-            let shared = &shared;
-            scope.spawn(move || {
-                let mut in_flight = InFlight::new(window);
-                loop {
-                    if stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let item = shared.next.fetch_add(1, Ordering::Relaxed);
-                    if item >= items {
-                        return;
-                    }
-                    if let Some(requested) = shared.work(item) {
-                        for oldest in in_flight.add(requested) {
-                            shared.wait_for(oldest);
-                        }
-                    }
-                }
-            });
-        }
-        if let Some(name) = &own_name {
-            set_thread_name(name);
-        }
-        looked_up
-            .and_then(|thread| thread.join().ok())
-            .unwrap_or_default()
-    });
+    let schedule = Schedule::new(plan, options);
+    let looked_up = run_threads(&shared, &schedule, stop);
     shared.tell_lead();
-
-    let mut files_opened = 0;
-    let mut files_skipped = Vec::new();
-    for ((file, slot), rejected) in plan.files.iter().zip(&shared.files).zip(&shared.rejected) {
-        match (slot.get(), rejected.get()) {
-            (Some(Ok(_)), None) => files_opened += 1,
-            (Some(Err(reason)), _) | (_, Some(reason)) => files_skipped.push(Skipped {
-                path: file.path.clone(),
-                reason: reason.clone(),
-            }),
-            (None, None) => {}
-        }
-    }
+    let (files_opened, files_skipped) = shared.file_outcomes();
     ReplayReport {
         method: options.method,
-        threads,
+        threads: schedule.threads,
         files_opened,
         files_skipped,
         lookups_done: looked_up.done,
@@ -369,14 +252,107 @@ pub fn replay_with_lead(
         extents_requested: shared.requested.load(Ordering::Relaxed),
         extents_resident: shared.resident.load(Ordering::Relaxed),
         bytes_requested: shared.bytes.load(Ordering::Relaxed),
-        window_bytes: if window > 0 { options.window_bytes } else { 0 },
+        window_bytes: if schedule.window > 0 {
+            options.window_bytes
+        } else {
+            0
+        },
         waits: shared.waits.load(Ordering::Relaxed),
+        stopped: schedule.stopped_short(&shared, stop, looked_up),
         errors: shared.errors.into_inner().unwrap_or_default(),
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
-        stopped: stop.load(Ordering::Relaxed)
-            && (shared.next.load(Ordering::Relaxed) < items
-                || looked_up.done + looked_up.missing < lookups.len()),
     }
+}
+
+/// What a replay's threads are to do, by its method.
+///
+/// Work items: the plan's extents in order (for the whole-file peers, one
+/// item per file), each file opened and checked when its first extent
+/// comes up. Beside the workers, one more thread opens every file of the
+/// plan in its order: the files only opened (warming their path lookup and
+/// inode for the program) and the others ahead of their extents. Opening
+/// them all before the first extent, as this did at first, kept every
+/// worker off the device for the first 50-100 ms of a cold Firefox start
+/// (226 files, each with its build-id read from the device), while the
+/// program raced ahead and read its libraries itself with readahead windows
+/// around them. Once every file is open, that thread checks their
+/// build-ids, which the workers do not wait for. Right after opening a file
+/// with extents to read, it has ext4 read the file's extent tree
+/// ([`Shared::precache_extents`]). More threads look up the plan's lookups
+/// in need order; the whole-file peers make none.
+struct Schedule<'a> {
+    lookups: &'a [Lookup],
+    /// Work items the workers take in turn.
+    items: usize,
+    /// Per file of the plan, whether its extent tree is read: those with
+    /// extents to read. The whole-file peers stay the ideas they stand for.
+    has_extents: Vec<bool>,
+    threads: usize,
+    /// Each worker's share of the bytes in flight; 0 for no bound.
+    window: u64,
+}
+
+impl<'a> Schedule<'a> {
+    fn new(plan: &'a Plan, options: &ReplayOptions) -> Schedule<'a> {
+        let whole_files = options.method.whole_files();
+        let lookups: &[Lookup] = if whole_files { &[] } else { &plan.lookups };
+        let items = if whole_files {
+            plan.files.len()
+        } else {
+            plan.extents.len()
+        };
+        let mut has_extents = vec![false; plan.files.len()];
+        if !whole_files {
+            for extent in &plan.extents {
+                if let Some(slot) = has_extents.get_mut(extent.file) {
+                    *slot = true;
+                }
+            }
+        }
+        let threads = options.threads.max(1);
+        let window = if options.method.queues_reads() {
+            options.window_bytes.div_ceil(threads as u64)
+        } else {
+            0
+        };
+        Schedule {
+            lookups,
+            items,
+            has_extents,
+            threads,
+            window,
+        }
+    }
+
+    /// Whether `stop` ended the replay with work items or lookups left.
+    fn stopped_short(&self, shared: &Shared, stop: &AtomicBool, looked_up: LookedUp) -> bool {
+        stop.load(Ordering::Relaxed)
+            && (shared.next.load(Ordering::Relaxed) < self.items
+                || looked_up.done + looked_up.missing < self.lookups.len())
+    }
+}
+
+/// Runs the lookup threads, the opener and the workers until they are done
+/// or stopped. The threads are created under the prefetcher's name; the
+/// calling thread gets its own back afterwards (with --wait it is the
+/// thread that then becomes the program).
+fn run_threads(shared: &Shared, schedule: &Schedule, stop: &AtomicBool) -> LookedUp {
+    let own_name = thread_name();
+    set_thread_name(PREFETCHER_COMM);
+    std::thread::scope(|scope| {
+        let lookups = schedule.lookups;
+        let looked_up = (!lookups.is_empty()).then(|| scope.spawn(|| look_up(lookups, stop)));
+        scope.spawn(|| shared.open_all_then_check(&schedule.has_extents, stop));
+        for _ in 0..schedule.threads {
+            scope.spawn(|| shared.work_through(schedule.items, schedule.window, stop));
+        }
+        if let Some(name) = &own_name {
+            set_thread_name(name);
+        }
+        looked_up
+            .and_then(|thread| thread.join().ok())
+            .unwrap_or_default()
+    })
 }
 
 /// How many lookups resolved and how many did not.
@@ -552,7 +528,91 @@ impl InFlight {
     }
 }
 
-impl Shared<'_> {
+impl<'a> Shared<'a> {
+    fn new(
+        plan: &'a Plan,
+        method: Method,
+        lead_bytes: u64,
+        on_lead: &'a (dyn Fn() + Sync),
+    ) -> Shared<'a> {
+        Shared {
+            plan,
+            method,
+            files: plan.files.iter().map(|_| OnceLock::new()).collect(),
+            rejected: plan.files.iter().map(|_| OnceLock::new()).collect(),
+            no_cachestat: plan.files.iter().map(|_| AtomicBool::new(false)).collect(),
+            next: AtomicUsize::new(0),
+            requested: AtomicU64::new(0),
+            resident: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            extent_trees: AtomicUsize::new(0),
+            errors: Mutex::new(Vec::new()),
+            lead_bytes,
+            on_lead,
+            lead_told: AtomicBool::new(false),
+        }
+    }
+
+    /// The opener thread: opens every file of the plan in its order, having
+    /// ext4 read the extent tree of each with extents to read, then checks
+    /// their build-ids.
+    fn open_all_then_check(&self, has_extents: &[bool], stop: &AtomicBool) {
+        for (index, &extents) in has_extents.iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if self.open(index).is_ok() && extents {
+                self.precache_extents(index);
+            }
+        }
+        for index in 0..self.plan.files.len() {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            self.check_build_id(index);
+        }
+    }
+
+    /// A worker: takes the next work item until there is none, waiting for
+    /// its oldest requests whenever more than `window` bytes are in flight.
+    fn work_through(&self, items: usize, window: u64, stop: &AtomicBool) {
+        let mut in_flight = InFlight::new(window);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let item = self.next.fetch_add(1, Ordering::Relaxed);
+            if item >= items {
+                return;
+            }
+            if let Some(requested) = self.work(item) {
+                for oldest in in_flight.add(requested) {
+                    self.wait_for(oldest);
+                }
+            }
+        }
+    }
+
+    /// How many files were opened and used, and why the others were
+    /// skipped.
+    fn file_outcomes(&self) -> (usize, Vec<Skipped>) {
+        let mut files_opened = 0;
+        let mut files_skipped = Vec::new();
+        for ((file, slot), rejected) in self.plan.files.iter().zip(&self.files).zip(&self.rejected)
+        {
+            match (slot.get(), rejected.get()) {
+                (Some(Ok(_)), None) => files_opened += 1,
+                (Some(Err(reason)), _) | (_, Some(reason)) => files_skipped.push(Skipped {
+                    path: file.path.clone(),
+                    reason: reason.clone(),
+                }),
+                (None, None) => {}
+            }
+        }
+        (files_opened, files_skipped)
+    }
+
     /// Asks for one item of the plan; returns what was requested from the
     /// device, if anything was.
     fn work(&self, index: usize) -> Option<Requested> {

@@ -31,6 +31,30 @@ fn per_device(account: &MissAccount) -> String {
 pub fn render(account: &MissAccount, top: usize) -> String {
     let mut out = String::new();
     heading(&mut out, Style::Plain, "Prefetcher and misses");
+    who_read_what(&mut out, account);
+    outside_the_files(&mut out, account, top);
+    if account.prefetcher_tasks == 0 {
+        out.push_str(
+            "no prefetcher task in this run: it was not started through coldstart run or coldstart-run, \
+             so every read counts as the program's\n",
+        );
+    }
+    push_table(&mut out, reasons(account));
+    push_table(&mut out, processes(account, top));
+    push_table(&mut out, files(account, top));
+    out
+}
+
+/// A table after a blank line, unless it has no rows.
+fn push_table(out: &mut String, table: Table) {
+    if !table.is_empty() {
+        out.push('\n');
+        out.push_str(&table.render(Style::Plain, ""));
+    }
+}
+
+/// The plan's size, what the prefetcher read, what the program read itself.
+fn who_read_what(out: &mut String, account: &MissAccount) {
     let _ = writeln!(
         out,
         "plan {}; the prefetcher ({} tasks) read {}; the program read {} itself ({} pages, {} of them demanded, the rest read around them){}",
@@ -45,6 +69,11 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             .map(|r| format!(", {:.1}% of the plan", r * 100.0))
             .unwrap_or_default(),
     );
+}
+
+/// Reads of no file of the plan: filesystem metadata, the lookups that
+/// waited for it, and other in-kernel files.
+fn outside_the_files(out: &mut String, account: &MissAccount, top: usize) {
     if account.prefetcher_metadata.pages + account.program_metadata.pages > 0 {
         let _ = writeln!(
             out,
@@ -60,26 +89,7 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             "lookups that waited for an inode table read: the prefetcher {}, the program {}{}",
             thousands(account.prefetcher_inode_loads),
             thousands(account.program_inode_loads),
-            if account.program_inode_paths.is_empty() {
-                String::new()
-            } else {
-                let shown: Vec<&str> = account
-                    .program_inode_paths
-                    .iter()
-                    .take(top)
-                    .map(String::as_str)
-                    .collect();
-                let more = account.program_inode_paths.len() - shown.len();
-                format!(
-                    " ({}{})",
-                    shown.join(", "),
-                    if more > 0 {
-                        format!(" and {more} more")
-                    } else {
-                        String::new()
-                    }
-                )
-            }
+            inode_paths(account, top)
         );
     }
     let other_prefetcher = account.prefetcher_in_kernel.pages - account.prefetcher_metadata.pages;
@@ -92,12 +102,34 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             human_bytes(other_program * account.page_size)
         );
     }
-    if account.prefetcher_tasks == 0 {
-        out.push_str(
-            "no prefetcher task in this run: it was not started through coldstart run or coldstart-run, \
-             so every read counts as the program's\n",
-        );
+}
+
+/// The paths whose lookups by the program waited for an inode table read,
+/// at most `top`: " (/a, /b and 3 more)".
+fn inode_paths(account: &MissAccount, top: usize) -> String {
+    if account.program_inode_paths.is_empty() {
+        return String::new();
     }
+    let shown: Vec<&str> = account
+        .program_inode_paths
+        .iter()
+        .take(top)
+        .map(String::as_str)
+        .collect();
+    let more = account.program_inode_paths.len() - shown.len();
+    format!(
+        " ({}{})",
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// What the program read itself, by why.
+fn reasons(account: &MissAccount) -> Table {
     let mut reasons = Table::new(&["why the program read it", ">read", ">pages", ">demanded"]);
     for (reason, count) in &account.by_reason.0 {
         reasons.row(vec![
@@ -107,11 +139,11 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             thousands(count.demanded_pages),
         ]);
     }
-    if !reasons.is_empty() {
-        out.push('\n');
-        out.push_str(&reasons.render(Style::Plain, ""));
-    }
+    reasons
+}
 
+/// The `top` processes that read most themselves.
+fn processes(account: &MissAccount, top: usize) -> Table {
     let mut processes = Table::new(&[">pid", "process", ">read", "by reason"]);
     for p in account.processes.iter().take(top) {
         processes.row(vec![
@@ -121,11 +153,12 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             reason_list(&p.by_reason),
         ]);
     }
-    if !processes.is_empty() {
-        out.push('\n');
-        out.push_str(&processes.render(Style::Plain, ""));
-    }
+    processes
+}
 
+/// The `top` files read by the prefetcher or the program: planned,
+/// prefetched, and what the program still read and why.
+fn files(account: &MissAccount, top: usize) -> Table {
     let mut files = Table::new(&[
         ">planned",
         ">prefetched",
@@ -153,11 +186,7 @@ pub fn render(account: &MissAccount, top: usize) -> String {
             f.path.clone(),
         ]);
     }
-    if !files.is_empty() {
-        out.push('\n');
-        out.push_str(&files.render(Style::Plain, ""));
-    }
-    out
+    files
 }
 
 /// "page-not-in-plan 1.2 MiB, race 40 KiB".

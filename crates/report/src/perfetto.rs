@@ -195,11 +195,26 @@ fn loader_events(slices: &LoaderSlices, bands: &[LoaderBand], tasks: &Tasks) -> 
 pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
     let tasks = Tasks::new(&timeline.processes);
     let page_size = timeline.page_size.max(1);
-    let mut metadata: Vec<Value> = Vec::new();
     let loader = LoaderSlices::new(&timeline.loader);
-    let mut events: Vec<(f64, Value)> = loader_events(&loader, &timeline.loader, &tasks);
+    let mut metadata = task_names(timeline, &tasks);
+    let mut events = loader_events(&loader, &timeline.loader, &tasks);
+    let reads = read_slices(timeline, &tasks, &loader, page_size);
+    metadata.extend(reads.track_names);
+    events.extend(reads.slices);
+    events.extend(fault_instants(timeline, &tasks, page_size));
+    events.extend(read_counters(reads.completed));
+    events.extend(ready_mark(timeline));
+    events.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let trace_events: Vec<Value> = metadata
+        .into_iter()
+        .chain(events.into_iter().map(|(_, event)| event))
+        .collect();
+    trace_document(report, trace_events)
+}
 
-    // Every task that appears gets named, whether or not it read anything.
+/// Metadata naming every process and task that appears, whether or not it
+/// read anything.
+fn task_names(timeline: &Timeline, tasks: &Tasks) -> Vec<Value> {
     let mut task_pids: Vec<i32> = timeline.processes.iter().map(|p| p.pid).collect();
     for file in &timeline.files {
         task_pids.extend(file.points.iter().map(|p| p.pid));
@@ -211,6 +226,7 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
     let mut process_ids: Vec<i32> = task_pids.iter().map(|&p| tasks.process_of(p)).collect();
     process_ids.sort_unstable();
     process_ids.dedup();
+    let mut metadata = Vec::with_capacity(process_ids.len() + task_pids.len());
     for &tgid in &process_ids {
         metadata.push(json!({
             "ph": "M", "name": "process_name", "ts": 0, "pid": tgid, "tid": tgid,
@@ -224,10 +240,103 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
             "args": {"name": tasks.name(pid)},
         }));
     }
+    metadata
+}
 
-    // Read requests, per task in time order, each on the first track of
-    // that task where it does not overlap the previous slice (and, on the
-    // task's own track, nests with the loader's slices).
+/// A read request that has completed: when, in which process, how many
+/// bytes; the steps of the "MiB read" counters.
+struct CompletedRead {
+    t_end_ns: i64,
+    tgid: i32,
+    bytes: u64,
+}
+
+/// The read requests as slices, the names of the extra tracks they
+/// needed, and the reads the counters step with.
+struct ReadSlices {
+    slices: Vec<(f64, Value)>,
+    track_names: Vec<Value>,
+    completed: Vec<CompletedRead>,
+}
+
+/// One task's read tracks: each one's tid and where its last slice ends,
+/// the task's own track first.
+struct TaskTracks {
+    lanes: Vec<(i64, i64)>,
+}
+
+impl TaskTracks {
+    fn new(pid: i32) -> TaskTracks {
+        TaskTracks {
+            lanes: vec![(i64::from(pid), i64::MIN)],
+        }
+    }
+
+    /// Puts a slice from `start` to `end` on the first track where it does
+    /// not overlap the previous slice (on the task's own track, only if it
+    /// does not cross a loader slice); None when no track is free.
+    fn claim(&mut self, start: i64, end: i64, crosses_loader: bool) -> Option<i64> {
+        let (_, lane) = self
+            .lanes
+            .iter_mut()
+            .enumerate()
+            .find(|(i, (_, last))| *last <= start && (*i > 0 || !crosses_loader))?;
+        lane.1 = end;
+        Some(lane.0)
+    }
+}
+
+/// Read requests, per task in time order, each on the first track of that
+/// task where it does not overlap the previous slice (and, on the task's
+/// own track, nests with the loader's slices); extra tracks get tids from
+/// [`LANE_TID_BASE`] on.
+fn read_slices(
+    timeline: &Timeline,
+    tasks: &Tasks,
+    loader: &LoaderSlices,
+    page_size: u64,
+) -> ReadSlices {
+    let mut reads = ReadSlices {
+        slices: Vec::new(),
+        track_names: Vec::new(),
+        completed: Vec::new(),
+    };
+    let mut next_lane_tid = LANE_TID_BASE;
+    for (pid, mut requests) in requests_by_task(timeline) {
+        let tgid = tasks.process_of(pid);
+        requests.sort_by_key(|(_, request)| (request.t_start_ns, request.t_end_ns));
+        let mut tracks = TaskTracks::new(pid);
+        for (file, request) in requests {
+            let end = request.t_end_ns.max(request.t_start_ns);
+            let crosses_loader = loader.crosses(pid, request.t_start_ns, end);
+            let tid = match tracks.claim(request.t_start_ns, end, crosses_loader) {
+                Some(tid) => tid,
+                None => {
+                    let tid = next_lane_tid;
+                    next_lane_tid += 1;
+                    reads.track_names.push(json!({
+                        "ph": "M", "name": "thread_name", "ts": 0, "pid": tgid, "tid": tid,
+                        "args": {"name": format!("{} ({pid}) overlapping reads #{}", tasks.name(pid), tracks.lanes.len())},
+                    }));
+                    tracks.lanes.push((tid, end));
+                    tid
+                }
+            };
+            let bytes = request.npages.saturating_mul(page_size);
+            reads
+                .slices
+                .push(read_slice(file, request, end, (tgid, tid), page_size));
+            reads.completed.push(CompletedRead {
+                t_end_ns: end,
+                tgid,
+                bytes,
+            });
+        }
+    }
+    reads
+}
+
+fn requests_by_task(timeline: &Timeline) -> BTreeMap<i32, Vec<(&FileTimeline, &ReadRequest)>> {
     let mut by_task: BTreeMap<i32, Vec<(&FileTimeline, &ReadRequest)>> = BTreeMap::new();
     for file in &timeline.files {
         for request in &file.requests {
@@ -237,59 +346,38 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
                 .push((file, request));
         }
     }
-    let mut next_lane_tid = LANE_TID_BASE;
-    // (t_end_ns, tgid, bytes) for the counters.
-    let mut completed: Vec<(i64, i32, u64)> = Vec::new();
-    for (pid, mut requests) in by_task {
-        let tgid = tasks.process_of(pid);
-        requests.sort_by_key(|(_, request)| (request.t_start_ns, request.t_end_ns));
-        // Per track: its tid and where its last slice ends; the task's own
-        // track first.
-        let mut lanes: Vec<(i64, i64)> = vec![(i64::from(pid), i64::MIN)];
-        for (file, request) in requests {
-            let end = request.t_end_ns.max(request.t_start_ns);
-            let crosses_loader = loader.crosses(pid, request.t_start_ns, end);
-            let tid = match lanes
-                .iter_mut()
-                .enumerate()
-                .find(|(i, (_, last))| *last <= request.t_start_ns && (*i > 0 || !crosses_loader))
-            {
-                Some((_, lane)) => {
-                    lane.1 = end;
-                    lane.0
-                }
-                None => {
-                    let tid = next_lane_tid;
-                    next_lane_tid += 1;
-                    metadata.push(json!({
-                        "ph": "M", "name": "thread_name", "ts": 0, "pid": tgid, "tid": tid,
-                        "args": {"name": format!("{} ({pid}) overlapping reads #{}", tasks.name(pid), lanes.len())},
-                    }));
-                    lanes.push((tid, end));
-                    tid
-                }
-            };
-            let bytes = request.npages.saturating_mul(page_size);
-            let ts = us(request.t_start_ns);
-            events.push((
-                ts,
-                json!({
-                    "ph": "X", "cat": "read", "name": basename(&file.path),
-                    "ts": ts, "dur": us(end - request.t_start_ns),
-                    "pid": tgid, "tid": tid,
-                    "args": {
-                        "path": file.path,
-                        "first_page": request.first_page,
-                        "pages": request.npages,
-                        "bytes": bytes,
-                        "offset": request.first_page.saturating_mul(page_size),
-                    },
-                }),
-            ));
-            completed.push((end, tgid, bytes));
-        }
-    }
+    by_task
+}
 
+/// One read request as an "X" slice ending at `end` on track (pid, tid).
+fn read_slice(
+    file: &FileTimeline,
+    request: &ReadRequest,
+    end: i64,
+    (tgid, tid): (i32, i64),
+    page_size: u64,
+) -> (f64, Value) {
+    let ts = us(request.t_start_ns);
+    (
+        ts,
+        json!({
+            "ph": "X", "cat": "read", "name": basename(&file.path),
+            "ts": ts, "dur": us(end - request.t_start_ns),
+            "pid": tgid, "tid": tid,
+            "args": {
+                "path": file.path,
+                "first_page": request.first_page,
+                "pages": request.npages,
+                "bytes": request.npages.saturating_mul(page_size),
+                "offset": request.first_page.saturating_mul(page_size),
+            },
+        }),
+    )
+}
+
+/// Page faults as thread instants on the task that faulted.
+fn fault_instants(timeline: &Timeline, tasks: &Tasks, page_size: u64) -> Vec<(f64, Value)> {
+    let mut events = Vec::new();
     for file in &timeline.files {
         let name = format!("fault {}", basename(&file.path));
         for point in file
@@ -313,50 +401,55 @@ pub fn perfetto_json(report: &RunReport, timeline: &Timeline) -> String {
             ));
         }
     }
+    events
+}
 
-    // Cumulative MiB read per process, stepping when each request ends;
-    // each counter starts at 0 so the first step is visible.
-    completed.sort_by_key(|&(t, tgid, _)| (t, tgid));
+/// Cumulative MiB read per process, stepping when each request ends; each
+/// counter starts at 0 so the first step is visible.
+fn read_counters(mut completed: Vec<CompletedRead>) -> Vec<(f64, Value)> {
+    completed.sort_by_key(|read| (read.t_end_ns, read.tgid));
+    let mut events = Vec::new();
     let mut read_so_far: BTreeMap<i32, u64> = BTreeMap::new();
-    for &(_, tgid, _) in &completed {
-        if read_so_far.insert(tgid, 0).is_none() {
+    for read in &completed {
+        if read_so_far.insert(read.tgid, 0).is_none() {
             events.push((
                 0.0,
-                json!({"ph": "C", "name": "MiB read", "ts": 0.0, "pid": tgid, "tid": tgid, "args": {"MiB": 0.0}}),
+                json!({"ph": "C", "name": "MiB read", "ts": 0.0, "pid": read.tgid, "tid": read.tgid, "args": {"MiB": 0.0}}),
             ));
         }
     }
-    for (t, tgid, bytes) in completed {
-        let total = read_so_far.entry(tgid).or_insert(0);
-        *total = total.saturating_add(bytes);
-        let ts = us(t);
+    for read in completed {
+        let total = read_so_far.entry(read.tgid).or_insert(0);
+        *total = total.saturating_add(read.bytes);
+        let ts = us(read.t_end_ns);
         events.push((
             ts,
             json!({
-                "ph": "C", "name": "MiB read", "ts": ts, "pid": tgid, "tid": tgid,
+                "ph": "C", "name": "MiB read", "ts": ts, "pid": read.tgid, "tid": read.tgid,
                 "args": {"MiB": *total as f64 / (1024.0 * 1024.0)},
             }),
         ));
     }
+    events
+}
 
-    if let Some(ready) = timeline.ready_ns {
-        let root = timeline
-            .processes
-            .first()
-            .map(|p| p.tgid.unwrap_or(p.pid))
-            .unwrap_or(0);
-        let ts = us(ready);
-        events.push((
-            ts,
-            json!({"ph": "i", "s": "g", "name": "ready", "cat": "mark", "ts": ts, "pid": root, "tid": root}),
-        ));
-    }
+/// `ready` as a global instant, on the run's first process.
+fn ready_mark(timeline: &Timeline) -> Option<(f64, Value)> {
+    let ready = timeline.ready_ns?;
+    let root = timeline
+        .processes
+        .first()
+        .map(|p| p.tgid.unwrap_or(p.pid))
+        .unwrap_or(0);
+    let ts = us(ready);
+    Some((
+        ts,
+        json!({"ph": "i", "s": "g", "name": "ready", "cat": "mark", "ts": ts, "pid": root, "tid": root}),
+    ))
+}
 
-    events.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let trace_events: Vec<Value> = metadata
-        .into_iter()
-        .chain(events.into_iter().map(|(_, event)| event))
-        .collect();
+/// The trace file: its events and what run they come from.
+fn trace_document(report: &RunReport, trace_events: Vec<Value>) -> String {
     let run = &report.run;
     json!({
         "traceEvents": trace_events,

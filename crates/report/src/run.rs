@@ -4,7 +4,7 @@
 
 use crate::millis::tenths as ms;
 use crate::table::{Style, Table, heading, thousands};
-use coldstart_analyze::{FileReport, RunReport};
+use coldstart_analyze::{FileReport, RunReport, SectionReport};
 use coldstart_binary::human_bytes;
 use coldstart_profile::Run;
 use std::fmt::Write;
@@ -25,9 +25,28 @@ fn amplification(a: Option<f64>) -> String {
     a.map(|a| format!("{a:.1}x")).unwrap_or_else(|| "-".into())
 }
 
+/// `coldstart report` as text: the run, its totals, its files, each file's
+/// detail, then the loader's phases.
 pub fn render(report: &RunReport, view: &RunView) -> String {
-    let style = view.style;
     let mut out = String::new();
+    run_header(&mut out, report);
+    totals(&mut out, report, view.style);
+    files(&mut out, report, view);
+    for f in report.files.iter().take(shown_files(view)) {
+        render_file(&mut out, f, view);
+    }
+    if let Some(loader) = &report.loader {
+        out.push_str(&crate::loader::render(loader, view.style, view.files));
+    }
+    out
+}
+
+fn shown_files(view: &RunView) -> usize {
+    view.files.unwrap_or(usize::MAX)
+}
+
+/// Which run of which command, how it was set up, how it ended.
+fn run_header(out: &mut String, report: &RunReport) {
     let run = &report.run;
     let _ = writeln!(
         out,
@@ -64,9 +83,12 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
     for warning in &report.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
+}
 
-    let t = &report.totals;
-    heading(&mut out, style, "Totals");
+/// The run's pages by how they were used, and its requests and seeks.
+fn totals(out: &mut String, report: &RunReport, style: Style) {
+    let (run, t) = (&report.run, &report.totals);
+    heading(out, style, "Totals");
     let mut totals = Table::new(&["", ">pages", ">bytes"]);
     totals
         .row(vec![
@@ -114,8 +136,12 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
         human_bytes(t.seek_backward_bytes),
         run.lost_events
     );
+}
 
-    heading(&mut out, style, "Files (most read first)");
+/// One row per file, most read first, then what was left out: files past
+/// --top and files only other processes read.
+fn files(out: &mut String, report: &RunReport, view: &RunView) {
+    heading(out, view.style, "Files (most read first)");
     let mut files = Table::new(&[
         ">read",
         ">touched",
@@ -127,7 +153,7 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
         ">last ms",
         "file",
     ]);
-    let shown = view.files.unwrap_or(usize::MAX);
+    let shown = shown_files(view);
     for f in report.files.iter().take(shown) {
         files.row(vec![
             human_bytes(f.bytes_read),
@@ -149,7 +175,7 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
             ),
         ]);
     }
-    out.push_str(&files.render(style, "  "));
+    out.push_str(&files.render(view.style, "  "));
     if report.files.len() > shown {
         let _ = writeln!(
             out,
@@ -173,14 +199,6 @@ pub fn render(report: &RunReport, view: &RunView) -> String {
                 .join("; ")
         );
     }
-
-    for f in report.files.iter().take(shown) {
-        render_file(&mut out, f, view);
-    }
-    if let Some(loader) = &report.loader {
-        out.push_str(&crate::loader::render(loader, style, view.files));
-    }
-    out
 }
 
 /// At most six names, so a browser's dozens of processes fit one line;
@@ -197,6 +215,8 @@ fn process_list(processes: &[String]) -> String {
     )
 }
 
+/// One file's detail: its page counts, then its sections, first symbols
+/// and page extents when known or asked for.
 fn render_file(out: &mut String, f: &FileReport, view: &RunView) {
     let style = view.style;
     let has_detail = f.sections.is_some() || view.pages;
@@ -214,75 +234,87 @@ fn render_file(out: &mut String, f: &FileReport, view: &RunView) {
         process_list(&f.processes)
     );
     if let Some(sections) = &f.sections {
-        let mut table = Table::new(&[
-            "section",
-            ">size",
-            ">read",
-            ">touched",
-            ">faulted",
-            ">pages read",
-            ">pages touched",
-            ">symbols",
-        ]);
-        for s in sections
-            .iter()
-            .filter(|s| s.bytes_read > 0 || s.bytes_touched > 0)
-        {
-            table.row(vec![
-                s.name.clone(),
-                human_bytes(s.size),
-                human_bytes(s.bytes_read),
-                human_bytes(s.bytes_touched),
-                human_bytes(s.bytes_faulted),
-                thousands(s.pages_read),
-                thousands(s.pages_touched),
-                thousands(s.symbols_touched),
-            ]);
-        }
-        out.push_str(&table.render(style, "  "));
+        file_sections(out, sections, style);
     }
     if !f.symbols.is_empty() {
-        let limit = view.symbols.unwrap_or(usize::MAX);
-        let _ = writeln!(
-            out,
-            "  {} symbols on touched pages ({}), first touched:",
-            thousands(f.symbols.len() as u64),
-            f.symbol_source.as_deref().unwrap_or("?")
-        );
-        let mut table = Table::new(&[">ms", ">offset", ">size", "section", "symbol"]);
-        for s in f.symbols.iter().take(limit) {
-            table.row(vec![
-                ms(s.first_touch_ns),
-                format!("0x{:x}", s.offset),
-                thousands(s.size),
-                s.section.clone().unwrap_or_default(),
-                s.name.clone(),
-            ]);
-        }
-        out.push_str(&table.render(style, "  "));
+        file_symbols(out, f, view);
     }
     if let Some(note) = &f.attribution {
         let _ = writeln!(out, "  no sections: {note}");
     }
     if let Some(pages) = &f.pages {
-        let list = |name: &str, extents: &[[u64; 2]], out: &mut String| {
-            let text: Vec<String> = extents
-                .iter()
-                .map(|[a, b]| {
-                    if a == b {
-                        a.to_string()
-                    } else {
-                        format!("{a}-{b}")
-                    }
-                })
-                .collect();
-            let _ = writeln!(out, "  {name}: {}", text.join(" "));
-        };
-        list("read", &pages.read, out);
-        list("faulted", &pages.faulted, out);
-        list("fault-around", &pages.mapped, out);
-        list("read()", &pages.accessed, out);
+        page_extents(out, "read", &pages.read);
+        page_extents(out, "faulted", &pages.faulted);
+        page_extents(out, "fault-around", &pages.mapped);
+        page_extents(out, "read()", &pages.accessed);
     }
+}
+
+/// The sections that were read or touched.
+fn file_sections(out: &mut String, sections: &[SectionReport], style: Style) {
+    let mut table = Table::new(&[
+        "section",
+        ">size",
+        ">read",
+        ">touched",
+        ">faulted",
+        ">pages read",
+        ">pages touched",
+        ">symbols",
+    ]);
+    for s in sections
+        .iter()
+        .filter(|s| s.bytes_read > 0 || s.bytes_touched > 0)
+    {
+        table.row(vec![
+            s.name.clone(),
+            human_bytes(s.size),
+            human_bytes(s.bytes_read),
+            human_bytes(s.bytes_touched),
+            human_bytes(s.bytes_faulted),
+            thousands(s.pages_read),
+            thousands(s.pages_touched),
+            thousands(s.symbols_touched),
+        ]);
+    }
+    out.push_str(&table.render(style, "  "));
+}
+
+/// The symbols on touched pages, first touched first, up to --symbols.
+fn file_symbols(out: &mut String, f: &FileReport, view: &RunView) {
+    let limit = view.symbols.unwrap_or(usize::MAX);
+    let _ = writeln!(
+        out,
+        "  {} symbols on touched pages ({}), first touched:",
+        thousands(f.symbols.len() as u64),
+        f.symbol_source.as_deref().unwrap_or("?")
+    );
+    let mut table = Table::new(&[">ms", ">offset", ">size", "section", "symbol"]);
+    for s in f.symbols.iter().take(limit) {
+        table.row(vec![
+            ms(s.first_touch_ns),
+            format!("0x{:x}", s.offset),
+            thousands(s.size),
+            s.section.clone().unwrap_or_default(),
+            s.name.clone(),
+        ]);
+    }
+    out.push_str(&table.render(view.style, "  "));
+}
+
+/// One line of page extents, a single page as `n`, a run as `a-b`.
+fn page_extents(out: &mut String, name: &str, extents: &[[u64; 2]]) {
+    let text: Vec<String> = extents
+        .iter()
+        .map(|[a, b]| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let _ = writeln!(out, "  {name}: {}", text.join(" "));
 }
 
 /// `coldstart runs`: one row per run.

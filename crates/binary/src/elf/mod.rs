@@ -522,7 +522,17 @@ fn warnings<H: FileHeader<Endian = Endianness>>(
 ) -> Vec<Warning> {
     let mut out = Vec::new();
     let page = elf.page_size;
+    bss_page_warnings(&mut out, inspection, page);
+    if let Some(dynamic) = &inspection.dynamic {
+        dynamic_warnings(&mut out, dynamic, page);
+    }
+    unpacked_relocations_warning(&mut out, inspection);
+    ctors_warning(&mut out, inspection);
+    out
+}
 
+/// LOAD segments whose zero-filled memory begins inside a file page.
+fn bss_page_warnings(out: &mut Vec<Warning>, inspection: &Inspection, page: u64) {
     for segment in inspection.segments.iter().filter(|s| s.kind == "LOAD") {
         if segment.memory_size <= segment.file_size || segment.file_size == 0 {
             continue;
@@ -559,59 +569,64 @@ fn warnings<H: FileHeader<Endian = Endianness>>(
             ),
         });
     }
+}
 
-    if let Some(dynamic) = &inspection.dynamic {
-        let headers_end = pages_spanned(0, 1, page) * page;
-        if dynamic.offset > headers_end.max(1 << 20) {
-            out.push(Warning {
-                code: "dynamic-far-from-headers",
-                message: format!(
-                    "PT_DYNAMIC sits at offset 0x{:x} ({:.0}% into the file){}: right after the \
-                     headers the loader reads it, a {} jump; a prefetch plan (coldstart plan) \
-                     should read both pages early",
-                    dynamic.offset,
-                    dynamic.position_in_file * 100.0,
-                    dynamic
-                        .segment
-                        .map(|s| format!(", in LOAD #{s}"))
-                        .unwrap_or_default(),
-                    human_bytes(dynamic.offset),
-                ),
-            });
-        }
-        if dynamic.textrel {
-            out.push(Warning {
-                code: "textrel",
-                message: "text relocations: the loader writes into code pages, which reads \
-                          them all at startup and makes them private; rebuild every object \
-                          with -fPIC"
-                    .to_string(),
-            });
-        }
-        if dynamic.relr
-            && !dynamic.relr_version_need
-            && !dynamic.relr_version_defined
-            && needs_glibc(dynamic)
-        {
-            out.push(Warning {
-                code: "relr-without-version-need",
-                message: "DT_RELR is used but the GLIBC_ABI_DT_RELR version is not needed: \
-                          glibc 2.36 and later refuse to load this object; relink with \
-                          -z pack-relative-relocs (ld.bfd 2.38+, lld 15+) instead of a \
-                          post-link packer"
-                    .to_string(),
-            });
-        }
-        if dynamic.sysv_hash && !dynamic.gnu_hash {
-            out.push(Warning {
-                code: "sysv-hash-only",
-                message: "only the SysV hash table is present: every symbol lookup walks \
-                          longer chains; link with -Wl,--hash-style=gnu"
-                    .to_string(),
-            });
-        }
+/// What the dynamic section says about the loader's work: where it sits,
+/// text relocations, RELR without its version, the hash table's style.
+fn dynamic_warnings(out: &mut Vec<Warning>, dynamic: &model::Dynamic, page: u64) {
+    let headers_end = pages_spanned(0, 1, page) * page;
+    if dynamic.offset > headers_end.max(1 << 20) {
+        out.push(Warning {
+            code: "dynamic-far-from-headers",
+            message: format!(
+                "PT_DYNAMIC sits at offset 0x{:x} ({:.0}% into the file){}: right after the \
+                 headers the loader reads it, a {} jump; a prefetch plan (coldstart plan) \
+                 should read both pages early",
+                dynamic.offset,
+                dynamic.position_in_file * 100.0,
+                dynamic
+                    .segment
+                    .map(|s| format!(", in LOAD #{s}"))
+                    .unwrap_or_default(),
+                human_bytes(dynamic.offset),
+            ),
+        });
     }
+    if dynamic.textrel {
+        out.push(Warning {
+            code: "textrel",
+            message: "text relocations: the loader writes into code pages, which reads \
+                      them all at startup and makes them private; rebuild every object \
+                      with -fPIC"
+                .to_string(),
+        });
+    }
+    if dynamic.relr
+        && !dynamic.relr_version_need
+        && !dynamic.relr_version_defined
+        && needs_glibc(dynamic)
+    {
+        out.push(Warning {
+            code: "relr-without-version-need",
+            message: "DT_RELR is used but the GLIBC_ABI_DT_RELR version is not needed: \
+                      glibc 2.36 and later refuse to load this object; relink with \
+                      -z pack-relative-relocs (ld.bfd 2.38+, lld 15+) instead of a \
+                      post-link packer"
+                .to_string(),
+        });
+    }
+    if dynamic.sysv_hash && !dynamic.gnu_hash {
+        out.push(Warning {
+            code: "sysv-hash-only",
+            message: "only the SysV hash table is present: every symbol lookup walks \
+                      longer chains; link with -Wl,--hash-style=gnu"
+                .to_string(),
+        });
+    }
+}
 
+/// Relative relocations that RELR would pack into a much smaller table.
+fn unpacked_relocations_warning(out: &mut Vec<Warning>, inspection: &Inspection) {
     if let Some(estimate) = &inspection.relocations.relr_estimate {
         let worth = estimate.saving_bytes >= 64 * 1024
             || share(estimate.saving_bytes, inspection.size) >= 0.01;
@@ -630,7 +645,10 @@ fn warnings<H: FileHeader<Endian = Endianness>>(
             });
         }
     }
+}
 
+/// Constructors in .ctors, run against the file order.
+fn ctors_warning(out: &mut Vec<Warning>, inspection: &Inspection) {
     if inspection.init_array.ctors_count > 0 {
         out.push(Warning {
             code: "ctors-used",
@@ -643,7 +661,6 @@ fn warnings<H: FileHeader<Endian = Endianness>>(
             ),
         });
     }
-    out
 }
 
 /// glibc's own test (elf/dl-version.c since 2.36): it only refuses DT_RELR

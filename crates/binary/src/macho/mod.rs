@@ -11,7 +11,7 @@ use crate::model::{
 use crate::{Error, InspectOptions, Result};
 use fixups::{Counted, SectionSpan, SegmentSpan, Tally};
 use object::macho;
-use object::read::macho::{MachHeader, Section as _, Segment as _};
+use object::read::macho::{LoadCommandData, MachHeader, Section as _, Segment as _};
 use object::{Endianness, ReadRef};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -111,7 +111,6 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
     let commands_size = u64::from(header.sizeofcmds(endian));
     ctx.in_file(header_size, commands_size, size, "load commands")?;
     let filetype = header.filetype(endian);
-    let flags = header.flags(endian);
     let pointer_size: u64 = if header.is_type_64() { 8 } else { 4 };
 
     let mut found = walk_commands::<Mach>(ctx, data, header, page_size)?;
@@ -129,23 +128,7 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
         .iter()
         .find(|segment| segment.name.as_deref() == Some("__TEXT"))
         .map_or(0, |segment| segment.address);
-    let entry = match (found.entry_offset, found.thread_entry) {
-        (Some(offset), _) => text_address.checked_add(offset).ok_or_else(|| {
-            ctx.malformed(format!("LC_MAIN entry offset {offset:#x} overflows __TEXT"))
-        })?,
-        (None, Some(pc)) => pc,
-        (None, None) => 0,
-    };
-
-    let kind = match filetype {
-        macho::MH_EXECUTE if flags.contains(macho::MH_PIE) => Kind::Pie,
-        macho::MH_EXECUTE => Kind::Executable,
-        macho::MH_DYLIB | macho::MH_BUNDLE => Kind::SharedObject,
-        macho::MH_OBJECT => Kind::Relocatable,
-        macho::MH_CORE => Kind::Core,
-        _ => Kind::Other,
-    };
-
+    let entry = entry_address(ctx, &found, text_address)?;
     let layout = Layout {
         endian,
         pointer_size,
@@ -155,41 +138,14 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
     let relocations = relocations(ctx, data, &found, &layout)?;
     let init_array = initializers(data, &found, &layout, filetype == macho::MH_OBJECT);
     let regions = regions(size, &found);
-
-    let symbols = found.symbols.unwrap_or(0);
-    // A linked image keeps the external symbols dyld needs even after
-    // `strip`; what strip removes are the local ones.
-    let stripped = symbols == 0 || (filetype != macho::MH_OBJECT && found.local_symbols == Some(0));
-    let debug_info = found
-        .sections
-        .iter()
-        .any(|section| section.name.starts_with("__DWARF,"));
+    let header_model = header_model(header, endian, &found, entry);
 
     Ok(Inspection {
         path: ctx.path.display().to_string(),
         format: Format::Macho,
         size,
         page_size,
-        header: Header {
-            kind,
-            machine: machine_name(header.cputype(endian)),
-            bits: if header.is_type_64() { 64 } else { 32 },
-            endian: if header.is_big_endian() {
-                "big"
-            } else {
-                "little"
-            },
-            entry,
-            // Upper-case like dwarfdump --uuid and crash reports, without dashes.
-            build_id: found
-                .uuid
-                .map(|uuid| uuid.iter().map(|b| format!("{b:02X}")).collect()),
-            interpreter: found.dylinker.clone(),
-            stripped,
-            debug_info,
-            debug_link: None,
-            symbols: u64::from(symbols),
-        },
+        header: header_model,
         segments: found.segments,
         sections: found.sections,
         regions,
@@ -199,10 +155,69 @@ fn inspect_image<Mach: MachHeader<Endian = Endianness>>(
         pe: None,
         macho: Some(MachoDetails {
             dylibs: found.dylibs,
-            pie: flags.contains(macho::MH_PIE),
+            pie: header.flags(endian).contains(macho::MH_PIE),
         }),
         warnings: Vec::new(),
     })
+}
+
+/// Where the program starts: LC_MAIN's offset into __TEXT, else the pc of
+/// LC_UNIXTHREAD, else nowhere (0).
+fn entry_address(ctx: &Ctx, found: &Commands, text_address: u64) -> Result<u64> {
+    Ok(match (found.entry_offset, found.thread_entry) {
+        (Some(offset), _) => text_address.checked_add(offset).ok_or_else(|| {
+            ctx.malformed(format!("LC_MAIN entry offset {offset:#x} overflows __TEXT"))
+        })?,
+        (None, Some(pc)) => pc,
+        (None, None) => 0,
+    })
+}
+
+/// The common header: kind, machine, entry, UUID, dyld, symbols and debug
+/// information.
+fn header_model<Mach: MachHeader<Endian = Endianness>>(
+    header: &Mach,
+    endian: Endianness,
+    found: &Commands,
+    entry: u64,
+) -> Header {
+    let filetype = header.filetype(endian);
+    let kind = match filetype {
+        macho::MH_EXECUTE if header.flags(endian).contains(macho::MH_PIE) => Kind::Pie,
+        macho::MH_EXECUTE => Kind::Executable,
+        macho::MH_DYLIB | macho::MH_BUNDLE => Kind::SharedObject,
+        macho::MH_OBJECT => Kind::Relocatable,
+        macho::MH_CORE => Kind::Core,
+        _ => Kind::Other,
+    };
+    let symbols = found.symbols.unwrap_or(0);
+    // A linked image keeps the external symbols dyld needs even after
+    // `strip`; what strip removes are the local ones.
+    let stripped = symbols == 0 || (filetype != macho::MH_OBJECT && found.local_symbols == Some(0));
+    let debug_info = found
+        .sections
+        .iter()
+        .any(|section| section.name.starts_with("__DWARF,"));
+    Header {
+        kind,
+        machine: machine_name(header.cputype(endian)),
+        bits: if header.is_type_64() { 64 } else { 32 },
+        endian: if header.is_big_endian() {
+            "big"
+        } else {
+            "little"
+        },
+        entry,
+        // Upper-case like dwarfdump --uuid and crash reports, without dashes.
+        build_id: found
+            .uuid
+            .map(|uuid| uuid.iter().map(|b| format!("{b:02X}")).collect()),
+        interpreter: found.dylinker.clone(),
+        stripped,
+        debug_info,
+        debug_link: None,
+        symbols: u64::from(symbols),
+    }
 }
 
 fn machine_name(cputype: macho::CpuType) -> String {
@@ -226,6 +241,8 @@ fn protection_letters(prot: macho::VmProt) -> String {
     )
 }
 
+/// Reads every load command: segments with their sections, and the
+/// tables, names and entry point the other commands point at.
 fn walk_commands<'data, Mach: MachHeader<Endian = Endianness>>(
     ctx: &Ctx,
     data: &'data [u8],
@@ -236,7 +253,6 @@ fn walk_commands<'data, Mach: MachHeader<Endian = Endianness>>(
         .endian()
         .map_err(|err| ctx.object_error("header", err))?;
     let size = data.len() as u64;
-    let cputype = header.cputype(endian);
     let mut found = Commands::default();
     let mut commands = header
         .load_commands(endian, data, 0)
@@ -261,51 +277,46 @@ fn walk_commands<'data, Mach: MachHeader<Endian = Endianness>>(
             )?;
             continue;
         }
-        let cmd = command.cmd();
-        match cmd {
-            macho::LC_SYMTAB => {
-                let Some(symtab) = command.symtab().map_err(bad)? else {
-                    continue;
-                };
-                let nlist_size = std::mem::size_of::<Mach::Nlist>() as u64;
-                let symoff = u64::from(symtab.symoff.get(endian));
-                let nsyms = symtab.nsyms.get(endian);
-                let symbols_len = nlist_size * u64::from(nsyms);
-                let stroff = u64::from(symtab.stroff.get(endian));
-                let strsize = u64::from(symtab.strsize.get(endian));
-                ctx.in_file(symoff, symbols_len, size, "symbol table")?;
-                ctx.in_file(stroff, strsize, size, "string table")?;
-                found.symbols = Some(nsyms);
-                push_known(&mut found, symoff, symbols_len, "[symbol table]");
-                push_known(&mut found, stroff, strsize, "[string table]");
-            }
-            macho::LC_DYSYMTAB => {
-                let Some(dysymtab) = command.dysymtab().map_err(bad)? else {
-                    continue;
-                };
-                found.local_symbols = Some(dysymtab.nlocalsym.get(endian));
-                let tables = [
-                    (
-                        dysymtab.indirectsymoff.get(endian),
-                        4 * u64::from(dysymtab.nindirectsyms.get(endian)),
-                        "[indirect symbols]",
-                    ),
-                    (
-                        dysymtab.extreloff.get(endian),
-                        8 * u64::from(dysymtab.nextrel.get(endian)),
-                        "[external relocations]",
-                    ),
-                    (
-                        dysymtab.locreloff.get(endian),
-                        8 * u64::from(dysymtab.nlocrel.get(endian)),
-                        "[local relocations]",
-                    ),
-                ];
-                for (offset, len, label) in tables {
-                    ctx.in_file(u64::from(offset), len, size, label)?;
-                    push_known(&mut found, u64::from(offset), len, label);
-                }
-            }
+        let reader = CommandReader {
+            ctx,
+            context: &context,
+            endian,
+            size,
+        };
+        reader.read::<Mach>(&mut found, command, header.cputype(endian))?;
+    }
+    Ok(found)
+}
+
+/// Reads one load command other than a segment, against the file's length
+/// (every table it points at must lie in the file) and byte order.
+struct CommandReader<'a> {
+    ctx: &'a Ctx<'a>,
+    /// Which load command this is, for error messages.
+    context: &'a str,
+    endian: Endianness,
+    size: u64,
+}
+
+impl CommandReader<'_> {
+    fn bad(&self, err: object::read::Error) -> Error {
+        self.ctx.object_error(self.context, err)
+    }
+
+    /// Records the commands this model uses, each by its kind: the symbol
+    /// tables, what the image names and where it starts, and the linkedit
+    /// data dyld reads.
+    fn read<'data, Mach: MachHeader<Endian = Endianness>>(
+        &self,
+        found: &mut Commands<'data>,
+        command: LoadCommandData<'data, Endianness>,
+        cputype: macho::CpuType,
+    ) -> Result<()> {
+        let endian = self.endian;
+        let bad = |err| self.bad(err);
+        match command.cmd() {
+            macho::LC_SYMTAB => self.symbol_table::<Mach>(found, command)?,
+            macho::LC_DYSYMTAB => self.dynamic_symbol_tables(found, command)?,
             macho::LC_UUID => {
                 if let Some(uuid) = command.uuid().map_err(bad)? {
                     found.uuid = Some(uuid.uuid);
@@ -340,24 +351,7 @@ fn walk_commands<'data, Mach: MachHeader<Endian = Endianness>>(
                     found.thread_entry = thread_pc(cputype, endian, state);
                 }
             }
-            macho::LC_DYLD_INFO | macho::LC_DYLD_INFO_ONLY => {
-                let Some(info) = command.dyld_info().map_err(bad)? else {
-                    continue;
-                };
-                let streams = [
-                    (info.rebase_off, info.rebase_size, "[rebase info]"),
-                    (info.bind_off, info.bind_size, "[bind info]"),
-                    (info.weak_bind_off, info.weak_bind_size, "[weak bind info]"),
-                    (info.lazy_bind_off, info.lazy_bind_size, "[lazy bind info]"),
-                    (info.export_off, info.export_size, "[export info]"),
-                ];
-                for (offset, len, label) in streams {
-                    let (offset, len) = (u64::from(offset.get(endian)), u64::from(len.get(endian)));
-                    ctx.in_file(offset, len, size, label)?;
-                    push_known(&mut found, offset, len, label);
-                }
-                found.dyld_info = Some(info);
-            }
+            macho::LC_DYLD_INFO | macho::LC_DYLD_INFO_ONLY => self.dyld_info(found, command)?,
             macho::LC_CODE_SIGNATURE
             | macho::LC_SEGMENT_SPLIT_INFO
             | macho::LC_FUNCTION_STARTS
@@ -365,31 +359,133 @@ fn walk_commands<'data, Mach: MachHeader<Endian = Endianness>>(
             | macho::LC_DYLIB_CODE_SIGN_DRS
             | macho::LC_LINKER_OPTIMIZATION_HINT
             | macho::LC_DYLD_EXPORTS_TRIE
-            | macho::LC_DYLD_CHAINED_FIXUPS => {
-                let linkedit = command
-                    .data::<macho::LinkeditDataCommand<Endianness>>()
-                    .map_err(bad)?;
-                let offset = u64::from(linkedit.dataoff.get(endian));
-                let len = u64::from(linkedit.datasize.get(endian));
-                let label = match cmd {
-                    macho::LC_CODE_SIGNATURE => "[code signature]",
-                    macho::LC_SEGMENT_SPLIT_INFO => "[split info]",
-                    macho::LC_FUNCTION_STARTS => "[function starts]",
-                    macho::LC_DATA_IN_CODE => "[data in code]",
-                    macho::LC_DYLD_EXPORTS_TRIE => "[exports trie]",
-                    macho::LC_DYLD_CHAINED_FIXUPS => "[chained fixups]",
-                    _ => "[linkedit data]",
-                };
-                ctx.in_file(offset, len, size, label)?;
-                push_known(&mut found, offset, len, label);
-                if cmd == macho::LC_DYLD_CHAINED_FIXUPS {
-                    found.chained = Some(linkedit);
-                }
-            }
+            | macho::LC_DYLD_CHAINED_FIXUPS => self.linkedit_data(found, command)?,
             _ => {}
         }
+        Ok(())
     }
-    Ok(found)
+
+    /// A table the command points at: it must lie in the file, and its
+    /// bytes are then accounted for under `label`.
+    fn table(&self, found: &mut Commands, offset: u64, len: u64, label: &str) -> Result<()> {
+        self.ctx.in_file(offset, len, self.size, label)?;
+        push_known(found, offset, len, label);
+        Ok(())
+    }
+
+    /// LC_SYMTAB: the symbols and their strings.
+    fn symbol_table<Mach: MachHeader<Endian = Endianness>>(
+        &self,
+        found: &mut Commands,
+        command: LoadCommandData<Endianness>,
+    ) -> Result<()> {
+        let Some(symtab) = command.symtab().map_err(|err| self.bad(err))? else {
+            return Ok(());
+        };
+        let endian = self.endian;
+        let nlist_size = std::mem::size_of::<Mach::Nlist>() as u64;
+        let symoff = u64::from(symtab.symoff.get(endian));
+        let nsyms = symtab.nsyms.get(endian);
+        let symbols_len = nlist_size * u64::from(nsyms);
+        let stroff = u64::from(symtab.stroff.get(endian));
+        let strsize = u64::from(symtab.strsize.get(endian));
+        self.table(found, symoff, symbols_len, "[symbol table]")?;
+        self.table(found, stroff, strsize, "[string table]")?;
+        found.symbols = Some(nsyms);
+        Ok(())
+    }
+
+    /// LC_DYSYMTAB: the count of local symbols, and the indirect symbol
+    /// and relocation tables.
+    fn dynamic_symbol_tables(
+        &self,
+        found: &mut Commands,
+        command: LoadCommandData<Endianness>,
+    ) -> Result<()> {
+        let Some(dysymtab) = command.dysymtab().map_err(|err| self.bad(err))? else {
+            return Ok(());
+        };
+        let endian = self.endian;
+        found.local_symbols = Some(dysymtab.nlocalsym.get(endian));
+        let tables = [
+            (
+                dysymtab.indirectsymoff.get(endian),
+                4 * u64::from(dysymtab.nindirectsyms.get(endian)),
+                "[indirect symbols]",
+            ),
+            (
+                dysymtab.extreloff.get(endian),
+                8 * u64::from(dysymtab.nextrel.get(endian)),
+                "[external relocations]",
+            ),
+            (
+                dysymtab.locreloff.get(endian),
+                8 * u64::from(dysymtab.nlocrel.get(endian)),
+                "[local relocations]",
+            ),
+        ];
+        for (offset, len, label) in tables {
+            self.table(found, u64::from(offset), len, label)?;
+        }
+        Ok(())
+    }
+
+    /// LC_DYLD_INFO(_ONLY): the opcode streams dyld runs to rebase, bind
+    /// and export.
+    fn dyld_info<'data>(
+        &self,
+        found: &mut Commands<'data>,
+        command: LoadCommandData<'data, Endianness>,
+    ) -> Result<()> {
+        let Some(info) = command.dyld_info().map_err(|err| self.bad(err))? else {
+            return Ok(());
+        };
+        let streams = [
+            (info.rebase_off, info.rebase_size, "[rebase info]"),
+            (info.bind_off, info.bind_size, "[bind info]"),
+            (info.weak_bind_off, info.weak_bind_size, "[weak bind info]"),
+            (info.lazy_bind_off, info.lazy_bind_size, "[lazy bind info]"),
+            (info.export_off, info.export_size, "[export info]"),
+        ];
+        for (offset, len, label) in streams {
+            let (offset, len) = (
+                u64::from(offset.get(self.endian)),
+                u64::from(len.get(self.endian)),
+            );
+            self.table(found, offset, len, label)?;
+        }
+        found.dyld_info = Some(info);
+        Ok(())
+    }
+
+    /// The commands that point at one blob of __LINKEDIT data; chained
+    /// fixups are kept to be decoded later.
+    fn linkedit_data<'data>(
+        &self,
+        found: &mut Commands<'data>,
+        command: LoadCommandData<'data, Endianness>,
+    ) -> Result<()> {
+        let cmd = command.cmd();
+        let linkedit = command
+            .data::<macho::LinkeditDataCommand<Endianness>>()
+            .map_err(|err| self.bad(err))?;
+        let offset = u64::from(linkedit.dataoff.get(self.endian));
+        let len = u64::from(linkedit.datasize.get(self.endian));
+        let label = match cmd {
+            macho::LC_CODE_SIGNATURE => "[code signature]",
+            macho::LC_SEGMENT_SPLIT_INFO => "[split info]",
+            macho::LC_FUNCTION_STARTS => "[function starts]",
+            macho::LC_DATA_IN_CODE => "[data in code]",
+            macho::LC_DYLD_EXPORTS_TRIE => "[exports trie]",
+            macho::LC_DYLD_CHAINED_FIXUPS => "[chained fixups]",
+            _ => "[linkedit data]",
+        };
+        self.table(found, offset, len, label)?;
+        if cmd == macho::LC_DYLD_CHAINED_FIXUPS {
+            found.chained = Some(linkedit);
+        }
+        Ok(())
+    }
 }
 
 fn push_known(found: &mut Commands, offset: u64, len: u64, label: &str) {

@@ -94,11 +94,7 @@ fn inspect_image<Pe: ImageNtHeaders>(
     let size = data.len() as u64;
     let page_size = options.page_size;
     let nt = file.nt_headers();
-    let file_header = nt.file_header();
     let optional = nt.optional_header();
-    let machine = file_header.machine.get(LE);
-    let characteristics = file_header.characteristics.get(LE);
-    let dll_characteristics = optional.dll_characteristics();
     let image_base = optional.image_base();
     let image_size = u64::from(optional.size_of_image());
     if image_base.checked_add(image_size).is_none() {
@@ -114,8 +110,43 @@ fn inspect_image<Pe: ImageNtHeaders>(
     let relocations = relocations(ctx, &file, &sections, size, page_size)?;
     let init_array = tls_callbacks(ctx, &file, page_size)?;
     let mut warnings = Vec::new();
+    let build_id = pdb_identity(&file, &mut warnings);
+    let loading = Loading::of(&file);
+    loading.warn(&mut warnings);
+    let header = header(ctx, &file, &sections, &loading, build_id)?;
 
-    let build_id = match file.pdb_info() {
+    Ok(Inspection {
+        path: ctx.path.display().to_string(),
+        format: Format::Pe,
+        size,
+        page_size,
+        header,
+        segments: Vec::new(),
+        sections,
+        regions,
+        dynamic: None,
+        relocations,
+        init_array,
+        pe: Some(PeDetails {
+            image_base,
+            image_size,
+            dynamic_base: loading.dynamic_base,
+            high_entropy_va: loading.high_entropy_va,
+            relocs_stripped: loading.relocs_stripped,
+            imports,
+        }),
+        macho: None,
+        warnings,
+    })
+}
+
+/// The PDB identity (GUID and age) from the debug directory; a debug
+/// directory that cannot be read is a warning, not an error.
+fn pdb_identity<Pe: ImageNtHeaders>(
+    file: &PeFile<Pe>,
+    warnings: &mut Vec<Warning>,
+) -> Option<String> {
+    match file.pdb_info() {
         Ok(info) => info.map(|cv| codeview_id(cv.guid(), cv.age())),
         Err(err) => {
             warnings.push(Warning {
@@ -127,43 +158,82 @@ fn inspect_image<Pe: ImageNtHeaders>(
             });
             None
         }
-    };
+    }
+}
 
-    let dynamic_base = dll_characteristics.contains(pe::IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE);
-    let high_entropy_va =
-        dll_characteristics.contains(pe::IMAGE_DLLCHARACTERISTICS_HIGH_ENTROPY_VA);
-    let relocs_stripped = characteristics.contains(pe::IMAGE_FILE_RELOCS_STRIPPED);
-    let is_dll = characteristics.contains(pe::IMAGE_FILE_DLL);
-    let kind = if is_dll {
-        Kind::SharedObject
-    } else if dynamic_base {
-        Kind::Pie
-    } else {
-        Kind::Executable
-    };
+/// How the loader may place the image: from the file header's
+/// characteristics and the optional header's DLL characteristics.
+struct Loading {
+    kind: Kind,
+    is_dll: bool,
+    dynamic_base: bool,
+    high_entropy_va: bool,
+    relocs_stripped: bool,
+}
 
-    if !dynamic_base {
-        warnings.push(Warning {
-            code: "pe-no-dynamic-base",
-            message: "the image is not ASLR-capable (no DYNAMICBASE): it always asks for its \
-                      preferred base; link with /DYNAMICBASE (MSVC) or -Wl,--dynamicbase (MinGW)"
+impl Loading {
+    fn of<Pe: ImageNtHeaders>(file: &PeFile<Pe>) -> Loading {
+        let nt = file.nt_headers();
+        let characteristics = nt.file_header().characteristics.get(LE);
+        let dll_characteristics = nt.optional_header().dll_characteristics();
+        let dynamic_base = dll_characteristics.contains(pe::IMAGE_DLLCHARACTERISTICS_DYNAMIC_BASE);
+        let is_dll = characteristics.contains(pe::IMAGE_FILE_DLL);
+        let kind = if is_dll {
+            Kind::SharedObject
+        } else if dynamic_base {
+            Kind::Pie
+        } else {
+            Kind::Executable
+        };
+        Loading {
+            kind,
+            is_dll,
+            dynamic_base,
+            high_entropy_va: dll_characteristics
+                .contains(pe::IMAGE_DLLCHARACTERISTICS_HIGH_ENTROPY_VA),
+            relocs_stripped: characteristics.contains(pe::IMAGE_FILE_RELOCS_STRIPPED),
+        }
+    }
+
+    /// What keeps the image from loading anywhere, and how to relink it.
+    fn warn(&self, warnings: &mut Vec<Warning>) {
+        if !self.dynamic_base {
+            warnings.push(Warning {
+                code: "pe-no-dynamic-base",
+                message: "the image is not ASLR-capable (no DYNAMICBASE): it always asks for its \
+                          preferred base; link with /DYNAMICBASE (MSVC) or -Wl,--dynamicbase (MinGW)"
+                    .to_string(),
+            });
+        }
+        if self.relocs_stripped {
+            warnings.push(Warning {
+                code: "pe-relocs-stripped",
+                message: if self.is_dll {
+                    "base relocations are stripped: the DLL fails to load whenever its preferred \
+                     range is taken; relink without /FIXED (MSVC) or with --enable-reloc-section (GNU ld)"
+                } else {
+                    "base relocations are stripped: the image can only load at its preferred base \
+                     and cannot use ASLR; relink without /FIXED (MSVC) or with --enable-reloc-section (GNU ld)"
+                }
                 .to_string(),
-        });
+            });
+        }
     }
-    if relocs_stripped {
-        warnings.push(Warning {
-            code: "pe-relocs-stripped",
-            message: if is_dll {
-                "base relocations are stripped: the DLL fails to load whenever its preferred \
-                 range is taken; relink without /FIXED (MSVC) or with --enable-reloc-section (GNU ld)"
-            } else {
-                "base relocations are stripped: the image can only load at its preferred base \
-                 and cannot use ASLR; relink without /FIXED (MSVC) or with --enable-reloc-section (GNU ld)"
-            }
-            .to_string(),
-        });
-    }
+}
 
+/// The common header: kind, machine, entry, identity, symbols and debug
+/// information.
+fn header<Pe: ImageNtHeaders>(
+    ctx: &Ctx,
+    file: &PeFile<Pe>,
+    sections: &[Section],
+    loading: &Loading,
+    build_id: Option<String>,
+) -> Result<Header> {
+    let nt = file.nt_headers();
+    let file_header = nt.file_header();
+    let optional = nt.optional_header();
+    let image_base = optional.image_base();
     let symbol_pointer = file_header.pointer_to_symbol_table.get(LE);
     let symbol_count = file_header.number_of_symbols.get(LE);
     let stripped = symbol_pointer == 0 || symbol_count == 0;
@@ -183,41 +253,18 @@ fn inspect_image<Pe: ImageNtHeaders>(
             ))
         })?
     };
-
-    Ok(Inspection {
-        path: ctx.path.display().to_string(),
-        format: Format::Pe,
-        size,
-        page_size,
-        header: Header {
-            kind,
-            machine: machine_name(machine),
-            bits: if nt.is_type_64() { 64 } else { 32 },
-            endian: "little",
-            entry,
-            build_id,
-            interpreter: None,
-            stripped,
-            debug_info: debug_directory || dwarf,
-            debug_link: None,
-            symbols: if stripped { 0 } else { u64::from(symbol_count) },
-        },
-        segments: Vec::new(),
-        sections,
-        regions,
-        dynamic: None,
-        relocations,
-        init_array,
-        pe: Some(PeDetails {
-            image_base,
-            image_size,
-            dynamic_base,
-            high_entropy_va,
-            relocs_stripped,
-            imports,
-        }),
-        macho: None,
-        warnings,
+    Ok(Header {
+        kind: loading.kind,
+        machine: machine_name(file_header.machine.get(LE)),
+        bits: if nt.is_type_64() { 64 } else { 32 },
+        endian: "little",
+        entry,
+        build_id,
+        interpreter: None,
+        stripped,
+        debug_info: debug_directory || dwarf,
+        debug_link: None,
+        symbols: if stripped { 0 } else { u64::from(symbol_count) },
     })
 }
 

@@ -7,6 +7,7 @@
 //! header come from `events/header_page` via [`HeaderPage`].
 
 use super::format::HeaderPage;
+use std::ops::Range;
 
 /// Set in the commit word when events were lost before this sub-buffer.
 /// The kernel's constant is an `int`, so on 64-bit kernels it arrives
@@ -235,6 +236,28 @@ fn decode_at(
     header: &HeaderPage,
     on_event: &mut impl FnMut(u64, &[u8]),
 ) -> Result<SubbufSummary, RingbufError> {
+    let commit = read_commit(buf, base, header)?;
+    let mut summary = SubbufSummary {
+        timestamp: commit.timestamp,
+        events: 0,
+        discarded: 0,
+        bytes_used: commit.length,
+        missed: commit.missed,
+    };
+    let data = header.data_offset..header.data_offset + commit.length;
+    decode_records(buf, base, data, &mut summary, on_event)?;
+    Ok(summary)
+}
+
+/// What a sub-buffer's header says: the time its data starts from, how
+/// many bytes of data were committed, and the events lost before it.
+struct Commit {
+    timestamp: u64,
+    length: usize,
+    missed: MissedEvents,
+}
+
+fn read_commit(buf: &[u8], base: usize, header: &HeaderPage) -> Result<Commit, RingbufError> {
     let short = || RingbufError::ShortSubbuf {
         offset: base,
         len: buf.len(),
@@ -273,104 +296,142 @@ fn decode_at(
     } else {
         MissedEvents::None
     };
-
-    let mut summary = SubbufSummary {
+    Ok(Commit {
         timestamp,
-        events: 0,
-        discarded: 0,
-        bytes_used: length,
+        length,
         missed,
-    };
-    let mut ts = timestamp;
-    let mut pos = header.data_offset;
-    // Every branch below advances `pos` by at least 4 bytes or stops, so
-    // garbage cannot make this loop forever.
-    while pos < end {
-        let left = end - pos;
-        let overrun = |type_len: u32, need: u64| RingbufError::EventOverrun {
-            offset: base + pos,
-            type_len: type_len as u8,
-            need,
-            left,
-        };
-        let event_header =
-            u32_at(buf, pos)
-                .filter(|_| left >= 4)
-                .ok_or(RingbufError::SplitHeader {
-                    offset: base + pos,
-                    left,
-                })?;
-        let type_len = event_header & 0x1f;
-        let delta = u64::from(event_header >> 5);
-        match type_len {
-            1..=28 => {
-                let len = type_len as usize * 4;
-                if 4 + len > left {
-                    return Err(overrun(type_len, 4 + len as u64));
-                }
+    })
+}
+
+/// Walks the records of `data`, a range of `buf`, keeping the clock that
+/// their deltas and time stamps move, and hands each event with its time
+/// to `on_event`.
+fn decode_records(
+    buf: &[u8],
+    base: usize,
+    data: Range<usize>,
+    summary: &mut SubbufSummary,
+    on_event: &mut impl FnMut(u64, &[u8]),
+) -> Result<(), RingbufError> {
+    let mut ts = summary.timestamp;
+    let mut pos = data.start;
+    // Every record but the null one is at least 4 bytes long, and the null
+    // one stops, so garbage cannot make this loop forever.
+    while pos < data.end {
+        let (record, size) = record_at(buf, base, pos, data.end)?;
+        match record {
+            Record::Event { delta, payload } => {
                 ts = ts.wrapping_add(delta);
-                on_event(ts, &buf[pos + 4..pos + 4 + len]);
+                on_event(ts, &buf[payload]);
                 summary.events += 1;
-                pos += 4 + len;
             }
-            0 => {
-                // array[0] counts itself plus the payload.
-                let length = u32_at(buf, pos + 4)
-                    .filter(|_| left >= 8)
-                    .ok_or_else(|| overrun(0, 8))?;
-                if length < 4 {
-                    return Err(RingbufError::BadLength {
-                        offset: base + pos,
-                        length,
-                    });
-                }
-                let step = 4 + u64::from(length).next_multiple_of(4);
-                if step > left as u64 {
-                    return Err(overrun(0, step));
-                }
-                let payload_len = length as usize - 4;
-                ts = ts.wrapping_add(delta);
-                on_event(ts, &buf[pos + 8..pos + 8 + payload_len]);
-                summary.events += 1;
-                pos += step as usize;
-            }
-            TYPE_PADDING => {
-                if delta == 0 {
-                    // A null event: the writer left the rest of the page empty.
-                    break;
-                }
-                // A discarded event (or the page-tail padding, marked with a
-                // delta of 1). Its delta still counts: the writer measured
-                // the next event's delta from the discarded one's time, which
-                // is what libtraceevent's kbuffer assumes too.
-                let length = u32_at(buf, pos + 4)
-                    .filter(|_| left >= 8)
-                    .ok_or_else(|| overrun(type_len, 8))?;
-                let step = 4 + u64::from(length).next_multiple_of(4);
-                if step > left as u64 {
-                    return Err(overrun(type_len, step));
-                }
+            // Its delta still counts: the writer measured the next event's
+            // delta from the discarded one's time, which is what
+            // libtraceevent's kbuffer assumes too.
+            Record::Discarded { delta } => {
                 ts = ts.wrapping_add(delta);
                 summary.discarded += 1;
-                pos += step as usize;
             }
-            // TYPE_TIME_EXTEND or TYPE_TIME_STAMP: the last two of 5 bits.
-            _ => {
-                let high = u32_at(buf, pos + 4)
-                    .filter(|_| left >= 8)
-                    .ok_or_else(|| overrun(type_len, 8))?;
-                let value = (u64::from(high) << TS_SHIFT) | delta;
-                ts = if type_len == TYPE_TIME_STAMP {
-                    absolute_timestamp(value, ts)
-                } else {
-                    debug_assert_eq!(type_len, TYPE_TIME_EXTEND);
-                    ts.wrapping_add(value)
-                };
-                pos += 8;
+            Record::Null => break,
+            Record::TimeExtend(delta) => ts = ts.wrapping_add(delta),
+            Record::TimeStamp(abs) => ts = absolute_timestamp(abs, ts),
+        }
+        pos += size;
+    }
+    Ok(())
+}
+
+/// One record of a sub-buffer's data, as its header says.
+enum Record {
+    /// An event, with where its payload lies in the sub-buffer.
+    Event { delta: u64, payload: Range<usize> },
+    /// A discarded event, or the page-tail padding (marked with a delta of 1).
+    Discarded { delta: u64 },
+    /// A null event: the writer left the rest of the page empty.
+    Null,
+    /// TYPE_TIME_EXTEND: a delta too large for the record header.
+    TimeExtend(u64),
+    /// TYPE_TIME_STAMP: the low 59 bits of an absolute time.
+    TimeStamp(u64),
+}
+
+/// The record at `pos`, with the data ending at `end`, and its size in
+/// bytes (0 for the null record, after which nothing is read).
+fn record_at(
+    buf: &[u8],
+    base: usize,
+    pos: usize,
+    end: usize,
+) -> Result<(Record, usize), RingbufError> {
+    let left = end - pos;
+    let overrun = |type_len: u32, need: u64| RingbufError::EventOverrun {
+        offset: base + pos,
+        type_len: type_len as u8,
+        need,
+        left,
+    };
+    let event_header = u32_at(buf, pos)
+        .filter(|_| left >= 4)
+        .ok_or(RingbufError::SplitHeader {
+            offset: base + pos,
+            left,
+        })?;
+    let type_len = event_header & 0x1f;
+    let delta = u64::from(event_header >> 5);
+    match type_len {
+        1..=28 => {
+            let len = type_len as usize * 4;
+            if 4 + len > left {
+                return Err(overrun(type_len, 4 + len as u64));
+            }
+            let payload = pos + 4..pos + 4 + len;
+            Ok((Record::Event { delta, payload }, 4 + len))
+        }
+        0 => {
+            // array[0] counts itself plus the payload.
+            let length = u32_at(buf, pos + 4)
+                .filter(|_| left >= 8)
+                .ok_or_else(|| overrun(0, 8))?;
+            if length < 4 {
+                return Err(RingbufError::BadLength {
+                    offset: base + pos,
+                    length,
+                });
+            }
+            let step = 4 + u64::from(length).next_multiple_of(4);
+            if step > left as u64 {
+                return Err(overrun(0, step));
+            }
+            let payload = pos + 8..pos + 8 + (length as usize - 4);
+            Ok((Record::Event { delta, payload }, step as usize))
+        }
+        TYPE_PADDING => {
+            if delta == 0 {
+                return Ok((Record::Null, 0));
+            }
+            let length = u32_at(buf, pos + 4)
+                .filter(|_| left >= 8)
+                .ok_or_else(|| overrun(type_len, 8))?;
+            let step = 4 + u64::from(length).next_multiple_of(4);
+            if step > left as u64 {
+                return Err(overrun(type_len, step));
+            }
+            Ok((Record::Discarded { delta }, step as usize))
+        }
+        // TYPE_TIME_EXTEND or TYPE_TIME_STAMP: the last two of 5 bits.
+        _ => {
+            let high = u32_at(buf, pos + 4)
+                .filter(|_| left >= 8)
+                .ok_or_else(|| overrun(type_len, 8))?;
+            let value = (u64::from(high) << TS_SHIFT) | delta;
+            if type_len == TYPE_TIME_STAMP {
+                Ok((Record::TimeStamp(value), 8))
+            } else {
+                debug_assert_eq!(type_len, TYPE_TIME_EXTEND);
+                Ok((Record::TimeExtend(value), 8))
             }
         }
     }
-    Ok(summary)
 }
 
 #[cfg(test)]
