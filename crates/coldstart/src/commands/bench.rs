@@ -2,7 +2,7 @@
 //! files selective-cold evicts, runs the benchmark with a progress bar that
 //! shows the running medians, and writes the table, JSON and Markdown.
 
-use crate::args::{BenchArgs, CacheArg};
+use crate::args::BenchArgs;
 use anyhow::{Context, bail};
 use coldstart_analyze as analyze;
 use coldstart_bench::{self as bench, Environment, Event, Variant};
@@ -37,11 +37,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let mut caches: Vec<CacheMode> = Vec::new();
     for cache in &args.cache {
-        let mode = match cache {
-            CacheArg::Warm => CacheMode::Warm,
-            CacheArg::Cold => CacheMode::Cold,
-            CacheArg::Selective => CacheMode::Selective,
-        };
+        let mode = CacheMode::from(*cache);
         if !caches.contains(&mode) {
             caches.push(mode);
         }

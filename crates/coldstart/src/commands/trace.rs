@@ -1,7 +1,7 @@
 //! `coldstart trace`: one traced run of a program, appended to a profile,
 //! with a spinner while it runs and a one-screen summary at the end.
 
-use crate::args::{CacheArg, TraceArgs};
+use crate::args::TraceArgs;
 use crate::output;
 use anyhow::{Context, bail};
 use coldstart_analyze as analyze;
@@ -27,11 +27,10 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     }
     let identity =
         Identity::invoking_user(args.run_as.as_root).context("cannot look up the invoking user")?;
-    let cache = match args.cache {
-        _ if !args.evict.is_empty() => CacheMode::Selective,
-        CacheArg::Cold => CacheMode::Cold,
-        CacheArg::Selective => CacheMode::Selective,
-        CacheArg::Warm => CacheMode::Warm,
+    let cache = if args.evict.is_empty() {
+        CacheMode::from(args.cache)
+    } else {
+        CacheMode::Selective
     };
     let evict = if !args.evict.is_empty() {
         args.evict.clone()
