@@ -12,6 +12,7 @@ pub mod handmade;
 mod loader;
 mod model;
 mod schema;
+pub mod summary;
 
 pub use check::{MAX_PAGE_END, MAX_PAGE_SIZE, MAX_PID, MIN_PAGE_SIZE};
 pub use model::*;
