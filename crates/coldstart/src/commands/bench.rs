@@ -9,7 +9,7 @@ use coldstart_bench::{self as bench, Environment, Event, Variant};
 use coldstart_profile::{CacheMode, Profile};
 use coldstart_record::trace::{self, TraceOptions};
 use coldstart_report::table::Style;
-use coldstart_system::launch::{Forward, LaunchSpec};
+use coldstart_system::launch::{self, Forward, LaunchSpec};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,8 +42,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
             caches.push(mode);
         }
     }
-    // SAFETY: never fails.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = launch::is_root();
     if caches.contains(&CacheMode::Cold) && !root {
         bail!(
             "--cache cold drops the whole page cache, which needs root: run sudo coldstart bench ... \
@@ -100,7 +99,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         runs: args.runs,
         warmup: args.warmup,
         evict,
-        grace: coldstart_system::launch::DEFAULT_GRACE,
+        grace: launch::DEFAULT_GRACE,
     };
 
     let environment = Environment::detect(Path::new(&args.program.command[0]));

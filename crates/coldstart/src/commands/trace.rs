@@ -9,7 +9,7 @@ use coldstart_profile::{CacheMode, EndReason, Profile};
 use coldstart_record::function_records::{record_functions, records_dir_for};
 use coldstart_record::trace::{self, Stage, TraceOptions};
 use coldstart_report::trace::Summary;
-use coldstart_system::launch::{Forward, Identity, LaunchSpec};
+use coldstart_system::launch::{self, Forward, Identity, LaunchSpec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,8 +19,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         bail!("--buffer-mb must be at least 1");
     }
     let ready_regex = args.readiness.regex()?;
-    // SAFETY: geteuid never fails.
-    if unsafe { libc::geteuid() } != 0 {
+    if !launch::is_root() {
         bail!(
             "coldstart trace needs root for kernel tracing and dropping caches; run it as: sudo coldstart trace ... (the program still runs as you)"
         );
@@ -64,7 +63,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         cache,
         evict,
         buffer_kb_per_cpu: args.buffer_mb * 1024,
-        grace: coldstart_system::launch::DEFAULT_GRACE,
+        grace: launch::DEFAULT_GRACE,
         user_faults: args.user_faults,
         read_ahead_kb: args.read_ahead_kb,
         loader: args.loader,
