@@ -4,7 +4,8 @@
 //! relink it and measure what the new layout saves (`order`), and time it
 //! warm, cold, with the plan and relinked (`bench`); `demo` holds what the
 //! demo reports of them all and `render` turns it into text with the report
-//! room's renderers. Each step tells its progress through a `Step` callback
+//! room's renderers; `selective` learns the files selective-cold eviction
+//! drops. Each step tells its progress through a `Step` callback
 //! and returns its result; printing is the caller's.
 
 pub mod bench;
@@ -13,6 +14,7 @@ pub mod demo;
 pub mod order;
 pub mod plan;
 pub mod render;
+pub mod selective;
 
 use coldstart_record::trace::TraceOptions;
 use coldstart_system::launch::{Forward, Identity, LaunchSpec};

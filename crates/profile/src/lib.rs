@@ -74,6 +74,18 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Gives the profile at `path`, with SQLite's `-wal` and `-shm` files
+/// beside it, to `uid`:`gid`: a profile created through sudo belongs to
+/// the user, like their files. Best effort: a file that is missing or
+/// cannot be given stays as it is.
+pub fn give_to(path: &Path, uid: u32, gid: u32) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::os::unix::fs::chown(Path::new(&name), Some(uid), Some(gid));
+    }
+}
+
 /// An open profile database.
 pub struct Profile {
     conn: Connection,

@@ -44,7 +44,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     let existed = args.output.exists();
     let mut profile = Profile::create_or_open(&args.output)?;
     if !existed && identity.switches() {
-        give_to(&args.output, &identity);
+        coldstart_profile::give_to(&args.output, identity.uid, identity.gid);
     }
     let mut options = TraceOptions {
         launch: LaunchSpec {
@@ -139,7 +139,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if !existed && identity.switches() {
-        give_to(&args.output, &identity);
+        coldstart_profile::give_to(&args.output, identity.uid, identity.gid);
     }
 
     let (report, _) = analyze::analyze(
@@ -168,13 +168,4 @@ fn files_to_evict(profile: &Path) -> anyhow::Result<Vec<PathBuf>> {
         "--cache selective evicts the files of a previous run: trace once with --cache cold first, or give --evict-from PROFILE"
     })?;
     Ok(analyze::files_used(&profile, None)?)
-}
-
-/// A profile created through sudo belongs to the user, like their files.
-fn give_to(path: &Path, identity: &Identity) {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::os::unix::fs::chown(Path::new(&name), Some(identity.uid), Some(identity.gid));
-    }
 }
