@@ -4,8 +4,7 @@
 
 use crate::environment::Environment;
 use crate::stats::{self, Ratio, Summary};
-use coldstart_profile::CacheMode;
-use coldstart_system::cache;
+use coldstart_system::cache::{self, CacheMode};
 use coldstart_system::launch::{self, EndReason, LaunchSpec};
 use serde::Serialize;
 use std::path::{Path, PathBuf};

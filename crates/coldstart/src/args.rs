@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use coldstart_system::cache::CacheMode;
 use std::path::PathBuf;
 
 mod prefetch;
@@ -385,6 +386,16 @@ pub enum CacheArg {
     Cold,
     Selective,
     Warm,
+}
+
+impl From<CacheArg> for CacheMode {
+    fn from(cache: CacheArg) -> CacheMode {
+        match cache {
+            CacheArg::Cold => CacheMode::Cold,
+            CacheArg::Selective => CacheMode::Selective,
+            CacheArg::Warm => CacheMode::Warm,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -179,9 +179,13 @@ fn same_members(a: &[u32], b: &[u32]) -> bool {
 }
 
 /// Spreads vertex numbers over 64 bits: splitmix64's first output for the
-/// state `x`.
+/// state `x` (one step of the published generator; the same values the
+/// sample app's `Rng::new(x).next_u64()` gives, so orders are unchanged).
 fn mix(x: u64) -> u64 {
-    coldstart_sample::Rng::new(x).next_u64()
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Per-thread buffers indexed by global utility, reset after each use so a

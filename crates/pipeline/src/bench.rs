@@ -2,13 +2,14 @@
 //! prefetch plan, and cold relinked with its order files; the plan's
 //! effect, and the plain against the relinked build, at one read_ahead_kb.
 
-use crate::{Step, is_root, sample_launch};
+use crate::{Step, sample_launch};
 use anyhow::Context;
 use coldstart_bench::{BenchResult, Environment, Options, Variant, VariantResult};
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_profile::CacheMode;
 use coldstart_sample::BuiltApp;
 use coldstart_system::launch::LaunchSpec;
+use coldstart_system::launch::is_root;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;

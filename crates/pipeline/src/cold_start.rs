@@ -3,11 +3,12 @@
 //! exact pages the start needs (what the plan is compiled from and the
 //! order loop's "before").
 
-use crate::{Step, cold_trace, is_root, sample_launch};
+use crate::{Step, cold_trace, sample_launch};
 use anyhow::Context;
 use coldstart_analyze::{RunReport, Timeline};
 use coldstart_profile::{Profile, RunId};
 use coldstart_record::trace::{TraceOptions, trace};
+use coldstart_system::launch::is_root;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 

@@ -3,16 +3,18 @@
 //! start (`cold_start`), compile its prefetch plan (`plan`), order and
 //! relink it and measure what the new layout saves (`order`), and time it
 //! warm, cold, with the plan and relinked (`bench`); `demo` holds what the
-//! demo reports of them all. Each step tells its
-//! progress through a `Step` callback and returns its result; printing is
-//! the caller's.
+//! demo reports of them all and `render` turns it into text with the report
+//! room's renderers; `selective` learns the files selective-cold eviction
+//! drops. Each step tells its progress through a `Step` callback
+//! and returns its result; printing is the caller's.
 
 pub mod bench;
 pub mod cold_start;
 pub mod demo;
 pub mod order;
 pub mod plan;
-pub mod refine;
+pub mod render;
+pub mod selective;
 
 use coldstart_record::trace::TraceOptions;
 use coldstart_system::launch::{Forward, Identity, LaunchSpec};
@@ -43,10 +45,4 @@ pub fn cold_trace(launch: LaunchSpec, read_ahead_kb: Option<u64>) -> TraceOption
         read_ahead_kb,
         ..TraceOptions::cold(launch)
     }
-}
-
-/// Whether this process may trace and drop the page cache.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid never fails.
-    unsafe { libc::geteuid() == 0 }
 }

@@ -12,6 +12,7 @@ pub mod handmade;
 mod loader;
 mod model;
 mod schema;
+pub mod summary;
 
 pub use check::{MAX_PAGE_END, MAX_PAGE_SIZE, MAX_PID, MIN_PAGE_SIZE};
 pub use model::*;
@@ -72,6 +73,18 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Gives the profile at `path`, with SQLite's `-wal` and `-shm` files
+/// beside it, to `uid`:`gid`: a profile created through sudo belongs to
+/// the user, like their files. Best effort: a file that is missing or
+/// cannot be given stays as it is.
+pub fn give_to(path: &Path, uid: u32, gid: u32) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::os::unix::fs::chown(Path::new(&name), Some(uid), Some(gid));
+    }
+}
 
 /// An open profile database.
 pub struct Profile {

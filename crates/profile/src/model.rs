@@ -9,36 +9,9 @@ pub type RunId = i64;
 /// A file's row id (unique across runs of one profile).
 pub type FileId = i64;
 
-/// Cache state the program started in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CacheMode {
-    /// Whole page cache dropped.
-    Cold,
-    /// Only the files the program used were evicted.
-    Selective,
-    /// Program run once untraced first.
-    Warm,
-}
-
-impl CacheMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheMode::Cold => "cold",
-            CacheMode::Selective => "selective",
-            CacheMode::Warm => "warm",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CacheMode> {
-        match text {
-            "cold" => Some(CacheMode::Cold),
-            "selective" => Some(CacheMode::Selective),
-            "warm" => Some(CacheMode::Warm),
-            _ => None,
-        }
-    }
-}
+// The cache state a run started in belongs to the page-cache room; the
+// profile stores it and re-exports it for its readers.
+pub use coldstart_system::cache::CacheMode;
 
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

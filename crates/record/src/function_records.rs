@@ -4,10 +4,9 @@
 //! --functions` and the demo's order loop both go through here.
 
 use crate::functions::{self, FunctionsError};
-use crate::trace::TraceSummary;
 use coldstart_profile::Profile;
+use coldstart_profile::summary::{FunctionsSummary, TraceSummary};
 use coldstart_system::launch::LaunchSpec;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// What can go wrong collecting a run's function records.
@@ -25,19 +24,6 @@ pub enum RecordsError {
     Read(#[from] FunctionsError),
     #[error(transparent)]
     Profile(#[from] coldstart_profile::Error),
-}
-
-/// What the instrumentation recorded in one run.
-#[derive(Debug, Clone, Serialize)]
-pub struct FunctionsSummary {
-    pub processes: usize,
-    pub functions: usize,
-    pub unnamed: u64,
-    pub dropped: u64,
-    /// What the user should know about the records (none written, calls
-    /// dropped), each saying what to do.
-    #[serde(skip)]
-    pub warnings: Vec<String>,
 }
 
 /// A fresh directory the instrumented program writes its function records

@@ -4,7 +4,6 @@
 
 pub mod bench;
 pub mod chart;
-pub mod demo;
 pub mod evict;
 pub mod html;
 pub mod inspect;

@@ -3,7 +3,7 @@
 
 use crate::table::{Style, Table, thousands};
 use coldstart_binary::human_bytes;
-use coldstart_pipeline::refine::{RefineReport, plannable_misses};
+use coldstart_plan::refine_loop::{RefineReport, plannable_misses};
 use std::fmt::Write as _;
 
 pub fn render(report: &RefineReport) -> String {

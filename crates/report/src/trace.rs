@@ -4,8 +4,7 @@
 use crate::millis::rounded_to_hundredths as ms;
 use coldstart_analyze::RunReport;
 use coldstart_binary::human_bytes;
-use coldstart_record::function_records::FunctionsSummary;
-use coldstart_record::trace::TraceSummary;
+use coldstart_profile::summary::{FunctionsSummary, TraceSummary};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;

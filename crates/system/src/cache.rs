@@ -145,6 +145,37 @@ fn hint(op: Operation, error: &io::Error) -> &'static str {
     }
 }
 
+/// The page cache state a measured program starts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheMode {
+    /// Whole page cache dropped.
+    Cold,
+    /// Only the files the program used were evicted.
+    Selective,
+    /// Program run once untraced first.
+    Warm,
+}
+
+impl CacheMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheMode::Cold => "cold",
+            CacheMode::Selective => "selective",
+            CacheMode::Warm => "warm",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<CacheMode> {
+        match text {
+            "cold" => Some(CacheMode::Cold),
+            "selective" => Some(CacheMode::Selective),
+            "warm" => Some(CacheMode::Warm),
+            _ => None,
+        }
+    }
+}
+
 /// How residency was measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

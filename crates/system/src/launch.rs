@@ -32,6 +32,13 @@ pub fn monotonic_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// Whether coldstart runs as root, as tracing and dropping the whole page
+/// cache need.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
 /// Who the program runs as.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {

@@ -2,18 +2,16 @@
 //! files selective-cold evicts, runs the benchmark with a progress bar that
 //! shows the running medians, and writes the table, JSON and Markdown.
 
-use crate::args::{BenchArgs, CacheArg};
+use crate::args::BenchArgs;
 use anyhow::{Context, bail};
-use coldstart_analyze as analyze;
 use coldstart_bench::{self as bench, Environment, Event, Variant};
-use coldstart_profile::{CacheMode, Profile};
-use coldstart_record::trace::{self, TraceOptions};
+use coldstart_pipeline::selective::{FilesFrom, selective_files};
+use coldstart_profile::CacheMode;
 use coldstart_report::table::Style;
-use coldstart_system::launch::{Forward, LaunchSpec};
+use coldstart_system::launch::{self, Forward, LaunchSpec};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if args.runs == 0 {
@@ -37,18 +35,12 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let mut caches: Vec<CacheMode> = Vec::new();
     for cache in &args.cache {
-        let mode = match cache {
-            CacheArg::Warm => CacheMode::Warm,
-            CacheArg::Cold => CacheMode::Cold,
-            CacheArg::Selective => CacheMode::Selective,
-        };
+        let mode = CacheMode::from(*cache);
         if !caches.contains(&mode) {
             caches.push(mode);
         }
     }
-    // SAFETY: never fails.
-    let root = unsafe { libc::geteuid() } == 0;
-    if caches.contains(&CacheMode::Cold) && !root {
+    if caches.contains(&CacheMode::Cold) && !launch::is_root() {
         bail!(
             "--cache cold drops the whole page cache, which needs root: run sudo coldstart bench ... \
              (the program still runs as you), or use --cache selective with --profile"
@@ -76,7 +68,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         .collect();
 
     let evict = if caches.contains(&CacheMode::Selective) {
-        selective_files(args, &commands, root, &interrupted)?
+        let from = match &args.profile {
+            Some(path) => FilesFrom::Profile {
+                path,
+                run: args.profile_run.run,
+            },
+            None => FilesFrom::ColdStarts(&commands),
+        };
+        selective_files(from, &interrupted, &mut |line| crate::output::step(line))?
     } else {
         Vec::new()
     };
@@ -104,7 +103,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
         runs: args.runs,
         warmup: args.warmup,
         evict,
-        grace: coldstart_system::launch::DEFAULT_GRACE,
+        grace: launch::DEFAULT_GRACE,
     };
 
     let environment = Environment::detect(Path::new(&args.program.command[0]));
@@ -167,60 +166,6 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// The files selective-cold evicts: from --profile, or learned by tracing
-/// one cold start of each command.
-fn selective_files(
-    args: &BenchArgs,
-    commands: &[LaunchSpec],
-    root: bool,
-    interrupted: &AtomicBool,
-) -> anyhow::Result<Vec<PathBuf>> {
-    if let Some(path) = &args.profile {
-        let profile = Profile::open(path)?;
-        let files = analyze::files_used(&profile, args.profile_run.run)
-            .with_context(|| format!("cannot read the files of {}", path.display()))?;
-        if files.is_empty() {
-            bail!("{}: the run names no file to evict", path.display());
-        }
-        return Ok(files);
-    }
-    if !root {
-        bail!(
-            "--cache selective evicts the files the program uses: give --profile PROFILE.db \
-             (from coldstart trace), or run as root so that bench traces a first cold start"
-        );
-    }
-    let dir = tempfile_dir()?;
-    let mut files: Vec<PathBuf> = Vec::new();
-    for (index, spec) in commands.iter().enumerate() {
-        crate::output::step(&format!(
-            "coldstart: tracing a cold start of {} to learn the files it uses",
-            coldstart_report::bench::short_name(&spec.argv)
-        ));
-        let db = dir.join(format!("first-{index}.db"));
-        let mut profile = Profile::create_or_open(&db)?;
-        let options = TraceOptions::cold(LaunchSpec {
-            forward: Forward::Discard,
-            ..spec.clone()
-        });
-        trace::trace(&mut profile, &options, interrupted, |_| {}, |_| {})
-            .context("the first traced run failed")?;
-        for file in analyze::files_used(&profile, None)? {
-            if !files.contains(&file) {
-                files.push(file);
-            }
-        }
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(files)
-}
-
-fn tempfile_dir() -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("coldstart-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir)
 }
 
 fn write_out(path: &Path, text: &str) -> anyhow::Result<()> {

@@ -187,7 +187,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         output::print_json(&report)?;
     } else {
-        output::print_text(&coldstart_report::demo::render(&report))?;
+        output::print_text(&coldstart_pipeline::render::render(&report))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,13 +5,14 @@ use crate::args::PlanArgs;
 use crate::output;
 use anyhow::{Context, bail};
 use coldstart_binary::human_bytes;
-use coldstart_pipeline::refine::{RefineOptions, refine_loop};
 use coldstart_plan::compile::{self, CompileOptions};
+use coldstart_plan::refine_loop::{RefineOptions, TracedStart, refine_loop};
 use coldstart_prefetch::calibrate::{self, Calibration};
 use coldstart_prefetch::format;
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_profile::Profile;
-use coldstart_system::launch::{Forward, LaunchSpec};
+use coldstart_record::trace::{self, TraceOptions};
+use coldstart_system::launch::{self, Forward, LaunchSpec};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -135,7 +136,7 @@ fn compile_options(args: &PlanArgs, page_size: u64) -> CompileOptions {
     }
 }
 
-/// `plan --refine`: the loop of `coldstart_pipeline::refine`.
+/// `plan --refine`: the loop of `coldstart_plan::refine_loop`.
 fn refine(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     if args.output == Path::new("-") {
         bail!("--refine writes the plan to a file: give it with -o APP.plan");
@@ -148,8 +149,7 @@ fn refine(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             "--calibrate and --refine cannot be combined: calibrate first, then refine with --merge-gap-kb"
         );
     }
-    // SAFETY: geteuid never fails.
-    if unsafe { libc::geteuid() } != 0 {
+    if !launch::is_root() {
         bail!(
             "coldstart plan --refine traces cold starts, which needs root; run it as: sudo coldstart plan ... --refine -- PROGRAM (the program still runs as you)"
         );
@@ -177,7 +177,21 @@ fn refine(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         compile: compile_options(args, page_size),
     };
     let interrupted = super::interrupt_flag()?;
-    let report = refine_loop(&options, &interrupted, &mut |line| {
+    let mut tracer = |profile: &mut Profile, start: TracedStart| {
+        let options = TraceOptions {
+            cache: start.cache,
+            read_ahead_kb: start.read_ahead_kb,
+            ..TraceOptions::cold(start.launch)
+        };
+        Ok(trace::trace(
+            profile,
+            &options,
+            &interrupted,
+            |_| {},
+            |_| {},
+        )?)
+    };
+    let report = refine_loop(&options, &mut tracer, &interrupted, &mut |line| {
         output::step(&format!("coldstart plan: {line}"))
     })?;
     if args.json {

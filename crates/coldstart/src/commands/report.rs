@@ -7,8 +7,8 @@ use anyhow::Context;
 use coldstart_analyze as analyze;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::floor::{Device, Floor};
-use coldstart_plan::misses::{MissAccount, account, plan_of_run, prefetcher_tasks};
-use coldstart_prefetch::Plan;
+use coldstart_plan::misses::{MissAccount, account};
+use coldstart_plan::served::{ServingPlan, serving_plan};
 use coldstart_profile::Profile;
 use coldstart_report::run::RunView;
 use std::process::ExitCode;
@@ -61,7 +61,19 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let loaded = LoadedRun::load(&profile, Some(report.run.id))?;
-    let plan = plan_of(&loaded, args)?;
+    let plan = match serving_plan(&loaded, args.plan.as_deref())? {
+        ServingPlan::Plan(plan) => Some(plan),
+        ServingPlan::None => None,
+        ServingPlan::Unreadable { path, source } => {
+            output::step(&format!(
+                "coldstart report: run {} was served by the plan {}, which cannot be read now ({source}); \
+                 give the plan with --plan for the miss accounting",
+                loaded.id(),
+                path.display()
+            ));
+            None
+        }
+    };
     let misses = plan.as_ref().map(|plan| account(&loaded, plan));
     let floor = match (&plan, args.bandwidth_mb_s, args.request_us) {
         (Some(plan), Some(mb_s), Some(us)) => {
@@ -115,34 +127,4 @@ struct WithMisses<'a> {
     /// With --bandwidth-mb-s and --request-us.
     #[serde(skip_serializing_if = "Option::is_none")]
     floor: Option<&'a Floor>,
-}
-
-/// The plan to account the run's reads against: the one given, else the
-/// one its command line names when the run was served by a prefetcher.
-fn plan_of(loaded: &LoadedRun, args: &ReportArgs) -> anyhow::Result<Option<Plan>> {
-    let served = !prefetcher_tasks(loaded).is_empty();
-    let path = match &args.plan {
-        Some(path) => path.clone(),
-        None if served => match plan_of_run(&loaded.run) {
-            Some(path) => path,
-            None => return Ok(None),
-        },
-        None => return Ok(None),
-    };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if args.plan.is_none() => {
-            output::step(&format!(
-                "coldstart report: run {} was served by the plan {}, which cannot be read now ({e}); \
-                 give the plan with --plan for the miss accounting",
-                loaded.id(),
-                path.display()
-            ));
-            return Ok(None);
-        }
-        Err(e) => {
-            return Err(e).with_context(|| format!("cannot read the plan {}", path.display()));
-        }
-    };
-    Ok(Some(coldstart_prefetch::format::parse(&text, &path)?))
 }

@@ -1,7 +1,7 @@
 //! `coldstart trace`: one traced run of a program, appended to a profile,
 //! with a spinner while it runs and a one-screen summary at the end.
 
-use crate::args::{CacheArg, TraceArgs};
+use crate::args::TraceArgs;
 use crate::output;
 use anyhow::{Context, bail};
 use coldstart_analyze as analyze;
@@ -9,7 +9,7 @@ use coldstart_profile::{CacheMode, EndReason, Profile};
 use coldstart_record::function_records::{record_functions, records_dir_for};
 use coldstart_record::trace::{self, Stage, TraceOptions};
 use coldstart_report::trace::Summary;
-use coldstart_system::launch::{Forward, Identity, LaunchSpec};
+use coldstart_system::launch::{self, Forward, Identity, LaunchSpec};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -19,19 +19,17 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         bail!("--buffer-mb must be at least 1");
     }
     let ready_regex = args.readiness.regex()?;
-    // SAFETY: geteuid never fails.
-    if unsafe { libc::geteuid() } != 0 {
+    if !launch::is_root() {
         bail!(
             "coldstart trace needs root for kernel tracing and dropping caches; run it as: sudo coldstart trace ... (the program still runs as you)"
         );
     }
     let identity =
         Identity::invoking_user(args.run_as.as_root).context("cannot look up the invoking user")?;
-    let cache = match args.cache {
-        _ if !args.evict.is_empty() => CacheMode::Selective,
-        CacheArg::Cold => CacheMode::Cold,
-        CacheArg::Selective => CacheMode::Selective,
-        CacheArg::Warm => CacheMode::Warm,
+    let cache = if args.evict.is_empty() {
+        CacheMode::from(args.cache)
+    } else {
+        CacheMode::Selective
     };
     let evict = if !args.evict.is_empty() {
         args.evict.clone()
@@ -46,7 +44,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     let existed = args.output.exists();
     let mut profile = Profile::create_or_open(&args.output)?;
     if !existed && identity.switches() {
-        give_to(&args.output, &identity);
+        coldstart_profile::give_to(&args.output, identity.uid, identity.gid);
     }
     let mut options = TraceOptions {
         launch: LaunchSpec {
@@ -65,7 +63,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         cache,
         evict,
         buffer_kb_per_cpu: args.buffer_mb * 1024,
-        grace: coldstart_system::launch::DEFAULT_GRACE,
+        grace: launch::DEFAULT_GRACE,
         user_faults: args.user_faults,
         read_ahead_kb: args.read_ahead_kb,
         loader: args.loader,
@@ -141,7 +139,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if !existed && identity.switches() {
-        give_to(&args.output, &identity);
+        coldstart_profile::give_to(&args.output, identity.uid, identity.gid);
     }
 
     let (report, _) = analyze::analyze(
@@ -170,13 +168,4 @@ fn files_to_evict(profile: &Path) -> anyhow::Result<Vec<PathBuf>> {
         "--cache selective evicts the files of a previous run: trace once with --cache cold first, or give --evict-from PROFILE"
     })?;
     Ok(analyze::files_used(&profile, None)?)
-}
-
-/// A profile created through sudo belongs to the user, like their files.
-fn give_to(path: &Path, identity: &Identity) {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = path.as_os_str().to_owned();
-        name.push(suffix);
-        let _ = std::os::unix::fs::chown(Path::new(&name), Some(identity.uid), Some(identity.gid));
-    }
 }

@@ -1,19 +1,21 @@
-//! `coldstart demo`'s text report: both binaries' anatomy, the traced cold
-//! start, and the order loop as before/after tables (what the relinked app
-//! touched, requested and read at the kernel's default read_ahead_kb and at
-//! the device's own, beside what the simulator predicted), then the bench.
+//! `coldstart demo`'s text report, composed of the report room's renderers
+//! and tables: both binaries' anatomy, the traced cold start, and the order
+//! loop as before/after tables (what the relinked app touched, requested and
+//! read at the kernel's default read_ahead_kb and at the device's own,
+//! beside what the simulator predicted), then the bench.
 
-use crate::table::{Table, thousands};
+use crate::bench::PlanEffect;
+use crate::demo::DemoReport;
+use crate::order::{Comparison, OrderLoop};
 use coldstart_binary::human_bytes;
-use coldstart_pipeline::bench::PlanEffect;
-use coldstart_pipeline::demo::DemoReport;
-use coldstart_pipeline::order::{Comparison, OrderLoop};
+use coldstart_report::run::RunView;
+use coldstart_report::table::{Style, Table, thousands};
 
 pub fn render(demo: &DemoReport) -> String {
     let mut text = String::new();
     for inspection in &demo.inspections {
         text.push('\n');
-        text.push_str(&crate::inspect::render_summary(inspection));
+        text.push_str(&coldstart_report::inspect::render_summary(inspection));
     }
     text.push_str(&format!(
         "\nFull anatomy: coldstart inspect {} {}\nGround truth (every function, the startup order): {}\n",
@@ -24,10 +26,10 @@ pub fn render(demo: &DemoReport) -> String {
     match (&demo.trace, &demo.chart, &demo.html, &demo.profile) {
         (Some(report), Some(svg), Some(html), Some(profile)) => {
             text.push_str("\nTraced cold start of the sample app:\n");
-            text.push_str(&crate::run::render(
+            text.push_str(&coldstart_report::run::render(
                 report,
-                &crate::run::RunView {
-                    style: crate::Style::Plain,
+                &RunView {
+                    style: Style::Plain,
                     files: Some(5),
                     symbols: Some(10),
                     pages: false,
@@ -58,7 +60,7 @@ pub fn render(demo: &DemoReport) -> String {
             text.push_str(
                 "\nRelative relocations packed as DT_RELR, no relink (coldstart pack):\n",
             );
-            text.push_str(&crate::pack::render(&packed.reports, false));
+            text.push_str(&coldstart_report::pack::render(&packed.reports, false));
             if !packed.output_matches {
                 text.push_str("The packed program did NOT print what the original printed.\n");
             }
@@ -68,7 +70,7 @@ pub fn render(demo: &DemoReport) -> String {
     }
     if let Some(bench) = &demo.bench {
         text.push_str("\nStartup time, warm against cold (coldstart bench):\n");
-        text.push_str(&crate::bench::render(bench, crate::Style::Plain));
+        text.push_str(&coldstart_report::bench::render(bench, Style::Plain));
     }
     text
 }
@@ -110,8 +112,8 @@ pub fn render_plan_effects(effects: &[PlanEffect]) -> String {
          With an empty plan the start pays the launcher alone (its binary read cold, the \
          prefetcher forked) and gains nothing: a plan wins only where the start waits on the \
          disk longer than that.\n",
-        coldstart_pipeline::bench::RUNS,
-        table.render(crate::Style::Plain, "    ")
+        crate::bench::RUNS,
+        table.render(Style::Plain, "    ")
     );
     for effect in effects {
         if let (Some(cold), Some(plan), Some(launcher)) =
@@ -197,7 +199,7 @@ fn comparison_table(c: &Comparison) -> String {
             String::new(),
         ]);
     }
-    table.render(crate::Style::Plain, "    ")
+    table.render(Style::Plain, "    ")
 }
 
 #[cfg(test)]

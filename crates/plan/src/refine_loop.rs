@@ -1,10 +1,11 @@
-//! The refine loop: a plan that learns from the starts it serves.
+//! The refine loop behind `coldstart plan --refine`: a plan that learns
+//! from the starts it serves.
 //!
 //! The seed plan is compiled from the profile's readahead-off runs (traced
 //! first when there are none). Then, in turn: a cold start of the program
 //! through the prefetcher with the current plan is traced at the device's
-//! normal readahead; its misses are counted (`coldstart_plan::misses`);
-//! the plan is refined from them (`coldstart_plan::refine`). The loop
+//! normal readahead; its misses are counted (`crate::misses`);
+//! the plan is refined from them (`crate::refine`). The loop
 //! stops when a start leaves nothing to learn (refining it would add and
 //! drop no page), when it has run its iterations, or when it is interrupted.
 //! It does not stop when a start's misses fail to shrink: at a large
@@ -17,20 +18,37 @@
 //! and always atomically, so an interrupted loop leaves the best plan
 //! measured so far.
 
-use crate::Step;
+use crate::compile::{CompileOptions, compile};
+use crate::misses::{MissAccount, MissReason, account};
+use crate::refine::{RefineStats, refine, retime};
 use anyhow::Context;
 use coldstart_analyze::loaded::LoadedRun;
-use coldstart_plan::compile::{CompileOptions, compile};
-use coldstart_plan::misses::{MissAccount, MissReason, account};
-use coldstart_plan::refine::{RefineStats, refine, retime};
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_prefetch::{Plan, format};
+use coldstart_profile::summary::TraceSummary;
 use coldstart_profile::{EndReason, Profile, RunId};
-use coldstart_record::trace::{TraceOptions, trace};
+use coldstart_system::cache::CacheMode;
 use coldstart_system::launch::LaunchSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Where the loop says what it is doing, one line at a time.
+pub type Step<'a> = &'a mut dyn FnMut(&str);
+
+/// One start the loop needs traced into a profile.
+pub struct TracedStart {
+    /// The program, behind the prefetcher when the start is served.
+    pub launch: LaunchSpec,
+    pub cache: CacheMode,
+    /// None: the device's own setting.
+    pub read_ahead_kb: Option<u64>,
+}
+
+/// The tracer the loop's starts go through (`coldstart_record::trace`,
+/// quietly): handed in by the caller, so that plan, and the report that
+/// renders its results, do not link the tracer.
+pub type Tracer<'a> = &'a mut dyn FnMut(&mut Profile, TracedStart) -> anyhow::Result<TraceSummary>;
 
 /// A start in which pages the prefetcher read and the program later
 /// needed were evicted, more than this fraction of the plan's bytes, was
@@ -109,10 +127,12 @@ pub struct RefineReport {
     pub stopped: String,
 }
 
-/// Runs the loop; `step` hears each stage, `interrupted` stops it between
-/// (and, through the tracer, inside) starts.
+/// Runs the loop, tracing each start through `trace`; `step` hears each
+/// stage, `interrupted` stops it between (and, through the tracer, inside)
+/// starts.
 pub fn refine_loop(
     options: &RefineOptions,
+    trace: Tracer<'_>,
     interrupted: &AtomicBool,
     step: Step<'_>,
 ) -> anyhow::Result<RefineReport> {
@@ -129,13 +149,11 @@ pub fn refine_loop(
             ));
             let summary = trace(
                 &mut profile,
-                &TraceOptions {
+                TracedStart {
+                    launch: clone_launch(&options.launch, None),
+                    cache: CacheMode::Cold,
                     read_ahead_kb: Some(0),
-                    ..TraceOptions::cold(clone_launch(&options.launch, None))
                 },
-                interrupted,
-                |_| {},
-                |_| {},
             )
             .context("tracing a seed start")?;
             ended_well(summary.reason, summary.run)?;
@@ -166,7 +184,15 @@ pub fn refine_loop(
         best: None,
         stopped: format!("ran {} iterations", options.iterations),
     };
-    let result = iterate(options, &mut profile, &seed, &mut report, interrupted, step);
+    let result = iterate(
+        options,
+        trace,
+        &mut profile,
+        &seed,
+        &mut report,
+        interrupted,
+        step,
+    );
     if let Err(e) = result {
         if report.best.is_none() {
             return Err(e);
@@ -178,6 +204,7 @@ pub fn refine_loop(
 
 fn iterate(
     options: &RefineOptions,
+    trace: Tracer<'_>,
     profile: &mut Profile,
     seed: &Plan,
     report: &mut RefineReport,
@@ -185,7 +212,7 @@ fn iterate(
     step: Step<'_>,
 ) -> anyhow::Result<()> {
     // The order the plans are read in: the one a warm start uses them in.
-    let warm = warm_reference(options, interrupted, step)?;
+    let warm = warm_reference(options, trace, interrupted, step)?;
     report.ordered_by_warm_start_ms =
         Some(warm.ready_ns().or(warm.run.ended_ns).unwrap_or(0) as f64 / 1e6);
     let mut candidate = retime(seed, &warm);
@@ -207,20 +234,18 @@ fn iterate(
         let (summary, loaded, misses) = loop {
             let summary = trace(
                 profile,
-                &TraceOptions {
-                    read_ahead_kb: options.read_ahead_kb,
-                    ..TraceOptions::cold(clone_launch(
+                TracedStart {
+                    launch: clone_launch(
                         &options.launch,
                         Some(Served {
                             wrapper: &options.prefetcher,
                             no_read_around: options.no_read_around,
                             plan: candidate_path,
                         }),
-                    ))
+                    ),
+                    cache: CacheMode::Cold,
+                    read_ahead_kb: options.read_ahead_kb,
                 },
-                interrupted,
-                |_| {},
-                |_| {},
             )
             .context("tracing a start with the plan")?;
             ended_well(summary.reason, summary.run)?;
@@ -322,7 +347,7 @@ fn seed_runs(profile: &Profile) -> anyhow::Result<Vec<RunId>> {
         if run.complete
             && run.end_reason != Some(EndReason::Failed)
             && run.start.read_ahead_kb == Some(0)
-            && !coldstart_plan::compile::served_by_prefetcher(&profile.processes(run.id)?)
+            && !crate::compile::served_by_prefetcher(&profile.processes(run.id)?)
         {
             out.push(run.id);
         }
@@ -333,10 +358,11 @@ fn seed_runs(profile: &Profile) -> anyhow::Result<Vec<RunId>> {
 /// A warm start of the program, traced into a profile of its own that is
 /// removed afterwards (a warm run must never seed a plan): when it first
 /// uses each page is the order a perfect prefetch reads them in
-/// (`coldstart_plan::floor`), which the plans are put in
-/// (`coldstart_plan::refine::retime`).
+/// (`crate::floor`), which the plans are put in
+/// (`crate::refine::retime`).
 fn warm_reference(
     options: &RefineOptions,
+    trace: Tracer<'_>,
     interrupted: &AtomicBool,
     step: Step<'_>,
 ) -> anyhow::Result<LoadedRun> {
@@ -356,14 +382,11 @@ fn warm_reference(
     let mut profile = Profile::create_or_open(&path)?;
     let summary = trace(
         &mut profile,
-        &TraceOptions {
-            cache: coldstart_profile::CacheMode::Warm,
+        TracedStart {
+            launch: clone_launch(&options.launch, None),
+            cache: CacheMode::Warm,
             read_ahead_kb: options.read_ahead_kb,
-            ..TraceOptions::cold(clone_launch(&options.launch, None))
         },
-        interrupted,
-        |_| {},
-        |_| {},
     )
     .context("tracing a warm start")?;
     ended_well(summary.reason, summary.run)?;
