@@ -390,10 +390,6 @@ pub fn binary_matcher(pattern: &str) -> Result<GlobMatcher, SimulateError> {
         .map_err(|e| SimulateError::Input(format!("--binary {pattern:?} is not a valid glob: {e}")))
 }
 
-/// The old name of [`binary_path_in_run`], kept while the simulate command
-/// still calls it.
-pub use binary_path_in_run as traced_path;
-
 /// The one file `binary` (matched by `glob`) names in the run a simulation
 /// replays (`run`, else [`default_source`]), as that run spells its path.
 pub fn binary_path_in_run(

@@ -10,7 +10,6 @@ pub mod design;
 pub mod direct;
 pub mod fit;
 pub mod generate;
-pub mod render;
 pub mod run;
 
 use anyhow::{Context, bail};

@@ -7,6 +7,7 @@ pub mod chart;
 pub mod evict;
 pub mod html;
 pub mod inspect;
+pub mod loadcost;
 pub mod loader;
 pub mod millis;
 pub mod misses;

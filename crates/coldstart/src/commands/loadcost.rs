@@ -76,13 +76,13 @@ pub fn run(args: &LoadcostArgs) -> anyhow::Result<ExitCode> {
     let result = result?;
 
     if let Some(path) = &args.svg {
-        std::fs::write(path, coldstart_loadcost::render::svg(&result))
+        std::fs::write(path, coldstart_report::loadcost::svg(&result))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
         output::print_json(&result)?;
     } else {
-        output::print_text(&coldstart_loadcost::render::text(&result))?;
+        output::print_text(&coldstart_report::loadcost::text(&result))?;
     }
     if result.interrupted || interrupted.load(Ordering::Relaxed) {
         output::step("coldstart: interrupted: the figures cover the rounds completed");

@@ -23,7 +23,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
     if let (Some(order), Some(binary)) = (&args.order, &args.binary) {
         let names = coldstart_layout::read_order_file(order)?;
         let glob = file.as_ref().expect("--order requires --binary");
-        let traced = simulate::traced_path(&profile, args.run, glob, binary)?;
+        let traced = simulate::binary_path_in_run(&profile, args.run, glob, binary)?;
         let index = OffsetIndex::from_path(traced.as_ref())
             .with_context(|| format!("reading the symbols of {traced}"))?;
         let mut relayout = Relayout::new(&traced, &index, &names);

@@ -2,9 +2,10 @@
 //! the direct check, the level medians, and an SVG of small multiples (one
 //! panel per factor, one line per mode and cache state).
 
-use crate::design::{Cache, Factor, Mode};
-use crate::fit::Fit;
-use crate::{LoadCost, Series};
+use crate::chart::escape;
+use coldstart_loadcost::design::{Cache, Factor, Mode};
+use coldstart_loadcost::fit::Fit;
+use coldstart_loadcost::{LoadCost, Series};
 use std::fmt::Write as _;
 
 const COLUMNS: [(Mode, Cache); 4] = [
@@ -316,12 +317,6 @@ fn panel(out: &mut String, result: &LoadCost, factor: Factor, x0: f64, y0: f64) 
             );
         }
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
