@@ -1719,16 +1719,20 @@ fn trace_true(instance: &Instance, faults: &FaultFile, subbuf_size: usize) {
         "no fault of pid {pid} in {files:?}: {child_faults:?}"
     );
 
-    // Our own copy-on-write faults: each page exactly once, in order.
+    // Our own copy-on-write faults: each page exactly once, in order. The
+    // drain returns each CPU's buffer in turn, so a thread that moved to
+    // another CPU midway shows its faults there: time orders them.
     let tid = gettid();
-    let ours: Vec<u64> = decoded
+    let mut ours: Vec<(u64, u64)> = decoded
         .iter()
         .filter(|e| e.tid == tid)
         .filter_map(|e| match e.kind {
-            EventKind::Fault { file, index } if file == faults.key => Some(index),
+            EventKind::Fault { file, index } if file == faults.key => Some((e.ts, index)),
             _ => None,
         })
         .collect();
+    ours.sort_by_key(|&(ts, _)| ts);
+    let ours: Vec<u64> = ours.into_iter().map(|(_, index)| index).collect();
     assert_eq!(ours, (0..faults.pages).collect::<Vec<_>>());
 }
 
