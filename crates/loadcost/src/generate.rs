@@ -111,103 +111,21 @@ pub fn build(
     })
 }
 
+/// One configuration in its own directory: the search path, the library
+/// (or the chain of libraries) under test, and the two programs that load it.
 fn build_config(design: &Design, root: &Path, config: &Config) -> anyhow::Result<BuiltConfig> {
     let dir = root.join(config.slug());
     let lib_dir = dir.join("lib");
     fs::create_dir_all(&lib_dir).with_context(|| format!("cannot create {}", lib_dir.display()))?;
-
-    // The search path: the empty directories first, then the library's.
-    let mut search = Vec::new();
-    if config.factor == Factor::Search {
-        for entry in 0..config.level {
-            let empty = dir.join(format!("empty{entry:02}"));
-            fs::create_dir_all(&empty)
-                .with_context(|| format!("cannot create {}", empty.display()))?;
-            search.push(empty);
-        }
-    }
-    search.push(lib_dir.clone());
-    let runpath = search
-        .iter()
-        .map(|p| p.to_str().context("non-UTF-8 work directory"))
-        .collect::<anyhow::Result<Vec<_>>>()?
-        .join(":");
-
-    let mut libraries = Vec::new();
-    if config.factor == Factor::Libraries {
-        let parts = config.library_count();
-        let mut top_args = vec![
-            "-O1".to_string(),
-            "-fPIC".into(),
-            "-shared".into(),
-            "-w".into(),
-            "-o".into(),
-            format!("lib/{LIBRARY}"),
-            "top.c".into(),
-            "-Llib".into(),
-            "-Wl,-z,lazy,--no-as-needed,--enable-new-dtags,-rpath,$ORIGIN".into(),
-        ];
-        for part in 0..parts {
-            let name = format!("cslc_part{part:02}");
-            let source = format!("{name}.c");
-            write(
-                &dir.join(&source),
-                &part_source(part, parts, design.split.relative, design.split.functions),
-            )?;
-            let output = format!("lib/lib{name}.so");
-            cc(
-                &dir,
-                &[
-                    "-O1",
-                    "-fPIC",
-                    "-shared",
-                    "-w",
-                    "-Wl,-z,lazy",
-                    "-o",
-                    &output,
-                    &source,
-                ],
-            )?;
-            libraries.push(dir.join(&output));
-            top_args.push(format!("-l{name}"));
-        }
-        write(&dir.join("top.c"), &base_source(config, &[]))?;
-        let args: Vec<&str> = top_args.iter().map(String::as_str).collect();
-        cc(&dir, &args)?;
+    let runpath = search_path(&dir, &lib_dir, config)?;
+    let mut libraries = if config.factor == Factor::Libraries {
+        build_library_chain(design, &dir, config)?
     } else {
-        write(&dir.join("lib.c"), &library_source(config))?;
-        let output = format!("lib/{LIBRARY}");
-        let mut args = vec!["-O1", "-fPIC", "-shared", "-w", "-o", &output, "lib.c"];
-        args.push(match config.factor {
-            Factor::PltNow => "-Wl,-z,now",
-            _ => "-Wl,-z,lazy",
-        });
-        if config.factor == Factor::Relr {
-            args.push("-Wl,-z,pack-relative-relocs");
-        }
-        cc(&dir, &args)?;
-    }
+        build_library(&dir, config)?;
+        Vec::new()
+    };
     libraries.insert(0, lib_dir.join(LIBRARY));
-
-    let rpath = format!("-Wl,--enable-new-dtags,-rpath,{runpath}");
-    write(&dir.join("host.c"), &host_source())?;
-    cc(&dir, &["-O1", "-w", "-o", "dlopen-host", "host.c", &rpath])?;
-    write(&dir.join("program.c"), &program_source())?;
-    cc(
-        &dir,
-        &[
-            "-O1",
-            "-w",
-            "-o",
-            "needed-program",
-            "program.c",
-            "-Llib",
-            "-lcslc",
-            "-Wl,--no-as-needed",
-            &rpath,
-        ],
-    )?;
-
+    build_programs(&dir, &runpath)?;
     Ok(BuiltConfig {
         config: *config,
         dlopen_host: dir.join("dlopen-host"),
@@ -220,6 +138,115 @@ fn build_config(design: &Design, root: &Path, config: &Config) -> anyhow::Result
         libraries,
         dir,
     })
+}
+
+/// The programs' run path: for the search factor, `level` empty
+/// directories first, then the library's.
+fn search_path(dir: &Path, lib_dir: &Path, config: &Config) -> anyhow::Result<String> {
+    let mut search = Vec::new();
+    if config.factor == Factor::Search {
+        for entry in 0..config.level {
+            let empty = dir.join(format!("empty{entry:02}"));
+            fs::create_dir_all(&empty)
+                .with_context(|| format!("cannot create {}", empty.display()))?;
+            search.push(empty);
+        }
+    }
+    search.push(lib_dir.to_path_buf());
+    Ok(search
+        .iter()
+        .map(|p| p.to_str().context("non-UTF-8 work directory"))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .join(":"))
+}
+
+/// The libraries factor: the part libraries, then the top library that
+/// needs them all; returns the parts' paths.
+fn build_library_chain(
+    design: &Design,
+    dir: &Path,
+    config: &Config,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let parts = config.library_count();
+    let mut libraries = Vec::new();
+    let mut top_args = vec![
+        "-O1".to_string(),
+        "-fPIC".into(),
+        "-shared".into(),
+        "-w".into(),
+        "-o".into(),
+        format!("lib/{LIBRARY}"),
+        "top.c".into(),
+        "-Llib".into(),
+        "-Wl,-z,lazy,--no-as-needed,--enable-new-dtags,-rpath,$ORIGIN".into(),
+    ];
+    for part in 0..parts {
+        let name = format!("cslc_part{part:02}");
+        let source = format!("{name}.c");
+        write(
+            &dir.join(&source),
+            &part_source(part, parts, design.split.relative, design.split.functions),
+        )?;
+        let output = format!("lib/lib{name}.so");
+        cc(
+            dir,
+            &[
+                "-O1",
+                "-fPIC",
+                "-shared",
+                "-w",
+                "-Wl,-z,lazy",
+                "-o",
+                &output,
+                &source,
+            ],
+        )?;
+        libraries.push(dir.join(&output));
+        top_args.push(format!("-l{name}"));
+    }
+    write(&dir.join("top.c"), &base_source(config, &[]))?;
+    let args: Vec<&str> = top_args.iter().map(String::as_str).collect();
+    cc(dir, &args)?;
+    Ok(libraries)
+}
+
+/// Every other factor: one library, linked with lazy or immediate binding,
+/// its relative relocations packed for the RELR factor.
+fn build_library(dir: &Path, config: &Config) -> anyhow::Result<()> {
+    write(&dir.join("lib.c"), &library_source(config))?;
+    let output = format!("lib/{LIBRARY}");
+    let mut args = vec!["-O1", "-fPIC", "-shared", "-w", "-o", &output, "lib.c"];
+    args.push(match config.factor {
+        Factor::PltNow => "-Wl,-z,now",
+        _ => "-Wl,-z,lazy",
+    });
+    if config.factor == Factor::Relr {
+        args.push("-Wl,-z,pack-relative-relocs");
+    }
+    cc(dir, &args)
+}
+
+/// The program that dlopens the library and the one that needs it, both
+/// finding it through `runpath`.
+fn build_programs(dir: &Path, runpath: &str) -> anyhow::Result<()> {
+    let rpath = format!("-Wl,--enable-new-dtags,-rpath,{runpath}");
+    write(&dir.join("host.c"), &host_source())?;
+    cc(dir, &["-O1", "-w", "-o", "dlopen-host", "host.c", &rpath])?;
+    write(&dir.join("program.c"), &program_source())?;
+    cc(
+        dir,
+        &[
+            "-O1",
+            "-w",
+            "-o",
+            "needed-program",
+            "program.c",
+            "-Llib",
+            "-lcslc",
+            "-Wl,--no-as-needed",
+            &rpath,
+        ],
+    )
 }
 
 /// The part every library shares: the counter its initializers bump and the

@@ -523,8 +523,6 @@ impl Tables {
         }
     }
 
-    /// Lays the tables out from the start of the region; with `phdrs`, room
-    /// for that many program headers too.
     /// Lays the tables out; when the version need or string table do not
     /// fit in the freed space, again with them in a segment after
     /// everything else.
@@ -537,93 +535,52 @@ impl Tables {
         }
     }
 
+    /// Lays the tables out from the start of the region; with `phdrs`, room
+    /// for that many program headers too; with `overflow`, a growing version
+    /// need or string table that did not slide goes after everything else.
     fn fit_with(&self, elf: &Elf<'_>, phdrs: Option<u64>, overflow: bool) -> Result<Fit, Refused> {
-        // Saturating: a corrupt size or alignment ends past the region and
-        // is refused below as no room.
-        let place = |cursor: &mut u64, size: u64, alignment: u64| {
-            let address = align(*cursor, alignment);
-            *cursor = address.saturating_add(size);
-            Placed { address, size }
-        };
-        let mut cursor = self.rela_start;
-        let mut region_start = self.rela_start;
-        let mut dynstr = None;
-        let mut verneed = None;
-        let mut slid = Vec::new();
-        if let Some(slide) = &self.slide {
+        let (region_start, mut cursor, slid) = match &self.slide {
             // The growing table keeps its start; what followed it moves up.
-            region_start = slide.address;
-            cursor = slide.address;
-            if slide.address == self.dynstr.map_or(u64::MAX, |d| d.0) {
-                dynstr = self.dynstr.map(|(_, _, new)| place(&mut cursor, new, 1));
-            } else {
-                verneed = self.verneed.map(|(_, _, new)| place(&mut cursor, new, 1));
+            Some(slide) => {
+                let mut cursor = Cursor(slide.address);
+                let slid = self.slide_tables(slide, &mut cursor);
+                (slide.address, cursor, slid)
             }
-            for table in &slide.between {
-                match (table.tag == e::DT_VERNEED.0, self.verneed) {
-                    (true, Some((_, _, new))) => {
-                        verneed = Some(place(&mut cursor, new, table.align.max(4)))
-                    }
-                    _ => slid.push((
-                        table.section,
-                        table.tag,
-                        table.old,
-                        place(&mut cursor, table.old.size, table.align),
-                    )),
-                }
-            }
-        }
-        let rela = place(&mut cursor, self.kept_bytes, WORD);
-        let relr = place(&mut cursor, self.relr_bytes, WORD);
+            None => (self.rela_start, Cursor(self.rela_start), Slid::default()),
+        };
+        let Slid {
+            mut dynstr,
+            mut verneed,
+            tables: slid,
+        } = slid;
+        let rela = cursor.place(self.kept_bytes, WORD);
+        let relr = cursor.place(self.relr_bytes, WORD);
         let verneed_at_end = overflow && verneed.is_none() && self.verneed.is_some();
         let dynstr_at_end = overflow && dynstr.is_none() && self.dynstr.is_some();
         if verneed.is_none()
             && !verneed_at_end
             && let Some((_, _, new)) = self.verneed
         {
-            verneed = Some(place(&mut cursor, new, WORD));
+            verneed = Some(cursor.place(new, WORD));
         }
         if dynstr.is_none()
             && !dynstr_at_end
             && let Some((_, _, new)) = self.dynstr
         {
-            dynstr = Some(place(&mut cursor, new, 1));
+            dynstr = Some(cursor.place(new, 1));
         }
-        let phdrs = phdrs.map(|count| place(&mut cursor, count * PHDR_SIZE, WORD));
-        let before_dynamic = cursor;
-        let last_page = self.rela_end / PAGE * PAGE;
-        // A dynamic section with no spare slot moves to a writable page of
-        // the freed space when a whole one is free, else after everything.
-        let mut dynamic = None;
-        let mut dynamic_at_end = false;
-        if self.dynamic_bytes > self.dynamic_slots * DYN_SIZE {
-            let start = align(cursor, PAGE);
-            let appending = verneed_at_end || dynstr_at_end;
-            if !appending && align(start + self.dynamic_bytes, PAGE) <= last_page {
-                dynamic = Some(place(&mut cursor, self.dynamic_bytes, PAGE));
-            } else {
-                dynamic_at_end = true;
-            }
-        }
-        let end = cursor;
-        let free = self.rela_end - region_start;
-        let no_room = || {
-            elf.refused(Refusal::NoRoom {
-                needed: end - region_start,
-                free,
-            })
-        };
+        let phdrs = phdrs.map(|count| cursor.place(count * PHDR_SIZE, WORD));
+        let before_dynamic = cursor.0;
+        let (dynamic, dynamic_at_end) =
+            self.place_dynamic(&mut cursor, verneed_at_end || dynstr_at_end);
+        let end = cursor.0;
         if end > self.rela_end {
-            return Err(no_room());
+            return Err(elf.refused(Refusal::NoRoom {
+                needed: end - region_start,
+                free: self.rela_end - region_start,
+            }));
         }
-        // Whole pages between the tables and the next section are cut, in
-        // multiples of the largest segment alignment.
-        let cut_at = align(end, PAGE);
-        let removed = if last_page > cut_at {
-            (last_page - cut_at) / self.granule * self.granule
-        } else {
-            0
-        };
+        let (cut_at, removed) = self.cut(end);
         Ok(Fit {
             region_start,
             slid,
@@ -642,6 +599,83 @@ impl Tables {
             removed,
         })
     }
+
+    /// The growing table at the slide's start, then the tables between it
+    /// and the RELA table, each at its new place.
+    fn slide_tables(&self, slide: &Slide, cursor: &mut Cursor) -> Slid {
+        let mut slid = Slid::default();
+        if slide.address == self.dynstr.map_or(u64::MAX, |d| d.0) {
+            slid.dynstr = self.dynstr.map(|(_, _, new)| cursor.place(new, 1));
+        } else {
+            slid.verneed = self.verneed.map(|(_, _, new)| cursor.place(new, 1));
+        }
+        for table in &slide.between {
+            match (table.tag == e::DT_VERNEED.0, self.verneed) {
+                (true, Some((_, _, new))) => {
+                    slid.verneed = Some(cursor.place(new, table.align.max(4)))
+                }
+                _ => slid.tables.push((
+                    table.section,
+                    table.tag,
+                    table.old,
+                    cursor.place(table.old.size, table.align),
+                )),
+            }
+        }
+        slid
+    }
+
+    /// Where a dynamic section with no spare slot goes: to a writable page
+    /// of the freed space when a whole one is free (and nothing is
+    /// `appending` after everything else), else after everything (true).
+    fn place_dynamic(&self, cursor: &mut Cursor, appending: bool) -> (Option<Placed>, bool) {
+        if self.dynamic_bytes <= self.dynamic_slots * DYN_SIZE {
+            return (None, false);
+        }
+        let last_page = self.rela_end / PAGE * PAGE;
+        let start = align(cursor.0, PAGE);
+        if !appending && align(start + self.dynamic_bytes, PAGE) <= last_page {
+            (Some(cursor.place(self.dynamic_bytes, PAGE)), false)
+        } else {
+            (None, true)
+        }
+    }
+
+    /// Where the cut starts after the tables ending at `end`, and how much
+    /// it removes: whole pages between the tables and the next section, in
+    /// multiples of the largest segment alignment.
+    fn cut(&self, end: u64) -> (u64, u64) {
+        let last_page = self.rela_end / PAGE * PAGE;
+        let cut_at = align(end, PAGE);
+        let removed = if last_page > cut_at {
+            (last_page - cut_at) / self.granule * self.granule
+        } else {
+            0
+        };
+        (cut_at, removed)
+    }
+}
+
+/// An address running through the freed region as tables are placed.
+struct Cursor(u64);
+
+impl Cursor {
+    /// Saturating: a corrupt size or alignment ends past the region and
+    /// is refused as no room.
+    fn place(&mut self, size: u64, alignment: u64) -> Placed {
+        let address = align(self.0, alignment);
+        self.0 = address.saturating_add(size);
+        Placed { address, size }
+    }
+}
+
+/// What a slide moved: the growing table and the tables it pushed forward,
+/// each (section, dynamic tag, old place, new place).
+#[derive(Default)]
+struct Slid {
+    dynstr: Option<Placed>,
+    verneed: Option<Placed>,
+    tables: Vec<(usize, i64, Placed, Placed)>,
 }
 
 /// A table that slides forward: found by its section header, and moved by

@@ -38,7 +38,7 @@ use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
 use coldstart_prefetch::flags::{self, Parsed};
 use coldstart_prefetch::replay;
-use coldstart_profile::{FileId, FileIdentity, PageEventKind, ReadaheadKind, RunId};
+use coldstart_profile::{FileId, FileIdentity, PageEvent, PageEventKind, ReadaheadKind, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -272,36 +272,78 @@ pub fn prefetcher_tasks(run: &LoadedRun) -> HashSet<i32> {
 pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
     let view = PlanView::new(plan);
     let prefetcher = prefetcher_tasks(run);
-    // Per file id: the path the plan would know it by, and whether the run
-    // saw the file the plan recorded.
-    let mut in_plan: HashMap<FileId, (Option<&PageSet>, bool)> = HashMap::new();
+    let mut walk = MissWalk {
+        membership: plan_membership(run, &view),
+        prefetcher_start: prefetcher_start(run, &prefetcher),
+        asked: asked_pages(run, &prefetcher),
+        prefetcher: &prefetcher,
+        prefetched: HashSet::new(),
+        evicted: HashSet::new(),
+        read: HashMap::new(),
+        demanded: HashMap::new(),
+        misses: Vec::new(),
+    };
     let in_kernel = in_kernel_files(run);
-    for file in &run.files {
-        let path = plannable_path(file)
-            .map(str::to_string)
-            .unwrap_or_else(|| label(file));
-        let planned = view.pages.get(&path);
-        let same = match (view.identity.get(&path), file.identity()) {
-            (Some(want), Some(seen)) => want.same_as(&seen),
-            // A size the run could not learn says nothing against the plan.
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        in_plan.insert(file.id, (planned, same));
+    for e in run
+        .events
+        .iter()
+        .filter(|e| !in_kernel.contains(&e.file_id))
+    {
+        walk.event(run, e);
     }
+    walk.finish()
+}
 
-    // The launcher starts the prefetcher, then becomes the program: what
-    // its tasks read before that, nothing could have prefetched.
-    let prefetcher_start = run
-        .tree_processes()
+/// How the plan knows one file of the run: its planned pages (None when
+/// the file is not in the plan), and whether the run saw the file the plan
+/// recorded.
+#[derive(Clone, Copy)]
+struct PlanMembership<'a> {
+    planned: Option<&'a PageSet>,
+    same: bool,
+}
+
+const NOT_PLANNED: PlanMembership<'static> = PlanMembership {
+    planned: None,
+    same: false,
+};
+
+/// Each file id of the run with the plan's view of it, by the path the
+/// plan would know it by.
+fn plan_membership<'a>(run: &LoadedRun, view: &'a PlanView) -> HashMap<FileId, PlanMembership<'a>> {
+    run.files
+        .iter()
+        .map(|file| {
+            let path = plannable_path(file)
+                .map(str::to_string)
+                .unwrap_or_else(|| label(file));
+            let same = match (view.identity.get(&path), file.identity()) {
+                (Some(want), Some(seen)) => want.same_as(&seen),
+                // A size the run could not learn says nothing against the plan.
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            let planned = view.pages.get(&path);
+            (file.id, PlanMembership { planned, same })
+        })
+        .collect()
+}
+
+/// When the prefetcher's first task started. The launcher starts the
+/// prefetcher, then becomes the program: what its tasks read before that,
+/// nothing could have prefetched.
+fn prefetcher_start(run: &LoadedRun, prefetcher: &HashSet<i32>) -> Option<i64> {
+    run.tree_processes()
         .filter(|p| prefetcher.contains(&p.pid))
         .filter_map(|p| p.t_start_ns)
-        .min();
-    // Pages the program's own calls asked the kernel for, with the asking
-    // task and when the call's run of pages began to enter the cache: the
-    // first read of such a page by that task from then on is the call's.
-    let mut asked: HashMap<(FileId, u64), (i32, i64)> = run
-        .readahead
+        .min()
+}
+
+/// Pages the program's own calls asked the kernel for, with the asking
+/// task and when the call's run of pages began to enter the cache: the
+/// first read of such a page by that task from then on is the call's.
+fn asked_pages(run: &LoadedRun, prefetcher: &HashSet<i32>) -> HashMap<(FileId, u64), (i32, i64)> {
+    run.readahead
         .iter()
         .filter(|r| r.kind == ReadaheadKind::Asked)
         .filter(|r| run.in_tree(r.pid) && !prefetcher.contains(&r.pid))
@@ -309,79 +351,106 @@ pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
             (r.page..r.page.saturating_add(r.size))
                 .map(move |page| ((r.file_id, page), (r.pid, r.t_ns)))
         })
-        .collect();
-    let mut prefetched: HashSet<(FileId, u64)> = HashSet::new();
-    let mut evicted: HashSet<(FileId, u64)> = HashSet::new();
-    let mut read: HashMap<(FileId, u64), usize> = HashMap::new();
-    let mut demanded: HashMap<(FileId, u64), i64> = HashMap::new();
-    let mut out: Vec<Miss> = Vec::new();
-    for e in run
-        .events
-        .iter()
-        .filter(|e| !in_kernel.contains(&e.file_id))
-    {
+        .collect()
+}
+
+/// The run's page events in order, and what they have left: which pages
+/// the prefetcher read and which of those were evicted since, which the
+/// program read (as misses) and when it first demanded each.
+struct MissWalk<'a> {
+    membership: HashMap<FileId, PlanMembership<'a>>,
+    prefetcher_start: Option<i64>,
+    asked: HashMap<(FileId, u64), (i32, i64)>,
+    prefetcher: &'a HashSet<i32>,
+    prefetched: HashSet<(FileId, u64)>,
+    evicted: HashSet<(FileId, u64)>,
+    /// Each page the program read, by its index in `misses`.
+    read: HashMap<(FileId, u64), usize>,
+    demanded: HashMap<(FileId, u64), i64>,
+    misses: Vec<Miss>,
+}
+
+impl MissWalk<'_> {
+    fn event(&mut self, run: &LoadedRun, e: &PageEvent) {
         let ours = run.in_tree(e.pid);
+        let by_prefetcher = self.prefetcher.contains(&e.pid);
         match e.kind {
             PageEventKind::Evict => {
                 for page in event_pages(e) {
-                    if prefetched.contains(&(e.file_id, page)) {
-                        evicted.insert((e.file_id, page));
+                    if self.prefetched.contains(&(e.file_id, page)) {
+                        self.evicted.insert((e.file_id, page));
                     }
                 }
             }
-            PageEventKind::Read if ours && prefetcher.contains(&e.pid) => {
+            PageEventKind::Read if ours && by_prefetcher => {
                 for page in event_pages(e) {
-                    prefetched.insert((e.file_id, page));
-                    evicted.remove(&(e.file_id, page));
+                    self.prefetched.insert((e.file_id, page));
+                    self.evicted.remove(&(e.file_id, page));
                 }
             }
-            PageEventKind::Read if ours => {
-                let (planned, same) = in_plan.get(&e.file_id).copied().unwrap_or((None, false));
+            PageEventKind::Read if ours => self.program_read(e),
+            kind if kind.is_demand() && ours && !by_prefetcher => {
                 for page in event_pages(e) {
-                    let key = (e.file_id, page);
-                    // A read again after an eviction is not the call's.
-                    let by_call = match asked.get(&key) {
-                        Some(&(pid, since)) if pid == e.pid && e.t_ns >= since => {
-                            asked.remove(&key);
-                            true
-                        }
-                        _ => false,
-                    };
-                    let reason = match planned {
-                        _ if prefetcher_start.is_some_and(|t| e.t_ns < t) => {
-                            MissReason::BeforePrefetcher
-                        }
-                        None if by_call => MissReason::Asked,
-                        None => MissReason::FileNotInPlan,
-                        Some(_) if !same => MissReason::FileChanged,
-                        Some(set) if !contains(set, page) && by_call => MissReason::Asked,
-                        Some(set) if !contains(set, page) => MissReason::PageNotInPlan,
-                        Some(_) if evicted.contains(&key) => MissReason::Evicted,
-                        Some(_) => MissReason::Race,
-                    };
-                    read.insert(key, out.len());
-                    out.push(Miss {
-                        file: e.file_id,
-                        page,
-                        reason,
-                        pid: e.pid,
-                        t_ns: e.t_ns,
-                        demanded_ns: None,
-                    });
-                }
-            }
-            kind if kind.is_demand() && ours && !prefetcher.contains(&e.pid) => {
-                for page in event_pages(e) {
-                    demanded.entry((e.file_id, page)).or_insert(e.t_ns);
+                    self.demanded.entry((e.file_id, page)).or_insert(e.t_ns);
                 }
             }
             _ => {}
         }
     }
-    for (key, index) in read {
-        out[index].demanded_ns = demanded.get(&key).copied();
+
+    /// Each page of a read by the program is a miss, with its reason.
+    fn program_read(&mut self, e: &PageEvent) {
+        let membership = self
+            .membership
+            .get(&e.file_id)
+            .copied()
+            .unwrap_or(NOT_PLANNED);
+        for page in event_pages(e) {
+            let key = (e.file_id, page);
+            let reason = self.reason(e, membership, page);
+            self.read.insert(key, self.misses.len());
+            self.misses.push(Miss {
+                file: e.file_id,
+                page,
+                reason,
+                pid: e.pid,
+                t_ns: e.t_ns,
+                demanded_ns: None,
+            });
+        }
     }
-    out
+
+    /// Why the program read `page` itself, in the order the module
+    /// describes.
+    fn reason(&mut self, e: &PageEvent, membership: PlanMembership, page: u64) -> MissReason {
+        let key = (e.file_id, page);
+        // A read again after an eviction is not the call's.
+        let by_call = match self.asked.get(&key) {
+            Some(&(pid, since)) if pid == e.pid && e.t_ns >= since => {
+                self.asked.remove(&key);
+                true
+            }
+            _ => false,
+        };
+        match membership.planned {
+            _ if self.prefetcher_start.is_some_and(|t| e.t_ns < t) => MissReason::BeforePrefetcher,
+            None if by_call => MissReason::Asked,
+            None => MissReason::FileNotInPlan,
+            Some(_) if !membership.same => MissReason::FileChanged,
+            Some(set) if !contains(set, page) && by_call => MissReason::Asked,
+            Some(set) if !contains(set, page) => MissReason::PageNotInPlan,
+            Some(_) if self.evicted.contains(&key) => MissReason::Evicted,
+            Some(_) => MissReason::Race,
+        }
+    }
+
+    /// The misses, each with when the program first demanded its page.
+    fn finish(mut self) -> Vec<Miss> {
+        for (key, index) in self.read {
+            self.misses[index].demanded_ns = self.demanded.get(&key).copied();
+        }
+        self.misses
+    }
 }
 
 /// Files of device 0 (filesystem metadata, shared memory, memfd): their

@@ -6,6 +6,7 @@
 
 use crate::chart::{self, ChartOptions, escape};
 use crate::millis::tenths_or_dash as ms;
+use crate::ratio::amplification;
 use crate::table::thousands;
 use coldstart_analyze::{FileReport, RunReport, Timeline};
 use coldstart_binary::human_bytes;
@@ -47,10 +48,6 @@ time they cover.</p>\n";
 
 fn mib(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / (1024.0 * 1024.0))
-}
-
-fn amplification(a: Option<f64>) -> String {
-    a.map(|a| format!("{a:.1}x")).unwrap_or_else(|| "-".into())
 }
 
 /// argv as a shell would need it, so it can be copied and re-run.

@@ -150,11 +150,11 @@ fn segment_label(ins: &Inspection, index: usize) -> String {
     }
 }
 
+/// The sections and the bytes between them, adding up to the file size.
 fn sections(out: &mut String, ins: &Inspection, view: &InspectView) {
-    let style = view.style;
     heading(
         out,
-        style,
+        view.style,
         &format!(
             "Sections and other bytes, in file order (they add up to the {} file)",
             human_bytes(ins.size)
@@ -163,97 +163,122 @@ fn sections(out: &mut String, ins: &Inspection, view: &InspectView) {
     let mut t = Table::new(&[
         "name", "type", "flags", ">offset", ">size", ">address", ">share", ">pages", "segment",
     ]);
-    enum Row<'a> {
-        Section(&'a coldstart_binary::Section),
-        Region(&'a coldstart_binary::Region),
-    }
-    let mut rows: Vec<(u64, Row)> = ins
-        .sections
-        .iter()
-        .filter(|s| s.file_size > 0 || s.memory_size > 0)
-        .map(|s| (s.offset, Row::Section(s)))
-        .chain(ins.regions.iter().map(|r| (r.offset, Row::Region(r))))
-        .collect();
-    rows.sort_by_key(|(offset, _)| *offset);
     // The default view folds what does not matter at startup into two rows,
     // so the table stays short and still adds up to the file size.
-    let mut not_loaded = (0usize, 0u64);
-    let mut padding = (0usize, 0u64);
-    let mut total = 0u64;
-    let blank = || String::new();
-    for (_, row) in rows {
-        match row {
-            Row::Section(s) => {
-                total += s.file_size;
+    let mut folded = Folded::default();
+    for piece in file_order(ins) {
+        match piece {
+            FilePiece::Section(s) => {
+                folded.total += s.file_size;
                 if !view.all_sections && s.segment.is_none() && ins.format == Format::Elf {
-                    not_loaded.0 += 1;
-                    not_loaded.1 += s.file_size;
+                    folded.not_loaded.0 += 1;
+                    folded.not_loaded.1 += s.file_size;
                     continue;
                 }
-                t.row(vec![
-                    s.name.clone(),
-                    s.kind.clone(),
-                    s.flags.clone(),
-                    hex(s.offset),
-                    human_bytes(s.file_size.max(s.memory_size)),
-                    hex(s.address),
-                    percent(s.share_of_file),
-                    thousands(s.pages),
-                    s.segment.map(|i| segment_label(ins, i)).unwrap_or_default(),
-                ]);
+                t.row(section_row(ins, s));
             }
-            Row::Region(r) => {
-                total += r.size;
+            FilePiece::Region(r) => {
+                folded.total += r.size;
                 if !view.all_sections && r.label.starts_with("[padding") {
-                    padding.0 += 1;
-                    padding.1 += r.size;
+                    folded.padding.0 += 1;
+                    folded.padding.1 += r.size;
                     continue;
                 }
                 if !view.all_sections && r.label == "[not loaded]" {
-                    not_loaded.1 += r.size;
+                    folded.not_loaded.1 += r.size;
                     continue;
                 }
-                t.row(vec![
-                    r.label.clone(),
-                    blank(),
-                    blank(),
-                    hex(r.offset),
-                    human_bytes(r.size),
-                    blank(),
-                    percent(share(r.size, ins.size)),
-                    blank(),
-                    blank(),
-                ]);
+                t.row(region_row(ins, r));
             }
         }
     }
+    summary_rows(&mut t, ins, &folded);
+    out.push_str(&t.render(view.style, "  "));
+}
+
+/// A part of the file: a section, or bytes no section claims.
+enum FilePiece<'a> {
+    Section(&'a coldstart_binary::Section),
+    Region(&'a coldstart_binary::Region),
+}
+
+/// The sections with bytes or memory, and the regions, in file order.
+fn file_order(ins: &Inspection) -> Vec<FilePiece<'_>> {
+    let mut pieces: Vec<(u64, FilePiece)> = ins
+        .sections
+        .iter()
+        .filter(|s| s.file_size > 0 || s.memory_size > 0)
+        .map(|s| (s.offset, FilePiece::Section(s)))
+        .chain(ins.regions.iter().map(|r| (r.offset, FilePiece::Region(r))))
+        .collect();
+    pieces.sort_by_key(|(offset, _)| *offset);
+    pieces.into_iter().map(|(_, piece)| piece).collect()
+}
+
+/// What the default view folded, (count, bytes) each, and the bytes of
+/// every piece.
+#[derive(Default)]
+struct Folded {
+    not_loaded: (usize, u64),
+    padding: (usize, u64),
+    total: u64,
+}
+
+fn section_row(ins: &Inspection, s: &coldstart_binary::Section) -> Vec<String> {
+    vec![
+        s.name.clone(),
+        s.kind.clone(),
+        s.flags.clone(),
+        hex(s.offset),
+        human_bytes(s.file_size.max(s.memory_size)),
+        hex(s.address),
+        percent(s.share_of_file),
+        thousands(s.pages),
+        s.segment.map(|i| segment_label(ins, i)).unwrap_or_default(),
+    ]
+}
+
+fn region_row(ins: &Inspection, r: &coldstart_binary::Region) -> Vec<String> {
+    vec![
+        r.label.clone(),
+        String::new(),
+        String::new(),
+        hex(r.offset),
+        human_bytes(r.size),
+        String::new(),
+        percent(share(r.size, ins.size)),
+        String::new(),
+        String::new(),
+    ]
+}
+
+/// The folded padding and unloaded bytes, then the total.
+fn summary_rows(t: &mut Table, ins: &Inspection, folded: &Folded) {
     let mut summary = |label: String, bytes: u64| {
         t.row(vec![
             label,
-            blank(),
-            blank(),
-            blank(),
+            String::new(),
+            String::new(),
+            String::new(),
             human_bytes(bytes),
-            blank(),
+            String::new(),
             percent(share(bytes, ins.size)),
-            blank(),
-            blank(),
+            String::new(),
+            String::new(),
         ]);
     };
-    if padding.1 > 0 {
+    let (gaps, padding) = folded.padding;
+    if padding > 0 {
+        summary(format!("[alignment padding, {gaps} gaps]"), padding);
+    }
+    let (pieces, not_loaded) = folded.not_loaded;
+    if not_loaded > 0 {
         summary(
-            format!("[alignment padding, {} gaps]", padding.0),
-            padding.1,
+            format!("[not loaded: {pieces} sections and gaps]"),
+            not_loaded,
         );
     }
-    if not_loaded.1 > 0 {
-        summary(
-            format!("[not loaded: {} sections and gaps]", not_loaded.0),
-            not_loaded.1,
-        );
-    }
-    summary("total".to_string(), total);
-    out.push_str(&t.render(style, "  "));
+    summary("total".to_string(), folded.total);
 }
 
 fn dynamic(out: &mut String, ins: &Inspection, style: Style) {

@@ -14,6 +14,7 @@ pub mod misses;
 pub mod order;
 pub mod pack;
 pub mod perfetto;
+pub mod ratio;
 pub mod refine;
 pub mod run;
 pub mod simulate;

@@ -3,6 +3,7 @@
 //! the dynamic loader's phases when the run traced them.
 
 use crate::millis::tenths as ms;
+use crate::ratio::amplification;
 use crate::table::{Style, Table, heading, thousands};
 use coldstart_analyze::{FileReport, RunReport, SectionReport};
 use coldstart_binary::human_bytes;
@@ -19,10 +20,6 @@ pub struct RunView {
     pub symbols: Option<usize>,
     /// Show page extents.
     pub pages: bool,
-}
-
-fn amplification(a: Option<f64>) -> String {
-    a.map(|a| format!("{a:.1}x")).unwrap_or_else(|| "-".into())
 }
 
 /// `coldstart report` as text: the run, its totals, its files, each file's

@@ -4,24 +4,15 @@
 
 use crate::table::{Style, Table, thousands};
 use coldstart_analyze::SimulationReport;
+use coldstart_analyze::simulate::{FilePrediction, SimulationTotals};
 use coldstart_binary::human_bytes;
 use std::fmt::Write as _;
 
+/// `coldstart simulate` as text: what was replayed how, a row per file
+/// (the `top` first) and the totals, then the warnings.
 pub fn render(report: &SimulationReport, style: Style, top: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Replaying run {} (traced with read_ahead_kb {}) at read_ahead_kb {}, fault-around {} KiB{}",
-        report.source_run,
-        report
-            .source_read_ahead_kb
-            .map_or("unknown".to_string(), |kb| kb.to_string()),
-        report.read_ahead_kb,
-        report.fault_around_bytes / 1024,
-        report
-            .against_run
-            .map_or(String::new(), |run| format!(", against run {run}")),
-    );
+    replay_line(&mut out, report);
     let measured = report.against_run.is_some();
     let mut headers = vec![
         "file",
@@ -35,36 +26,74 @@ pub fn render(report: &SimulationReport, style: Style, top: usize) -> String {
         headers.extend([">measured read", ">requests ", ">error"]);
     }
     let mut table = Table::new(&headers);
-    let page = report.page_size;
     for file in report.files.iter().take(top) {
-        let mut row = vec![
-            format!(
-                "{}{}",
-                file.path,
-                if file.relaid { " (new layout)" } else { "" }
-            ),
-            thousands(file.pages),
-            thousands(file.pages_touched),
-            human_bytes(file.pages_read * page),
-            thousands(file.read_requests),
-            thousands(file.misses),
-        ];
-        if let Some(m) = file.measured {
-            row.extend([
-                human_bytes(m.pages_read * page),
-                thousands(m.read_requests),
-                if file.cached_at_start > 0 {
-                    "warm at start".to_string()
-                } else {
-                    error(file.pages_read, m.pages_read)
-                },
-            ]);
-        } else if measured {
-            row.extend(["-".into(), "-".into(), "-".into()]);
-        }
-        table.row(row);
+        table.row(file_row(file, report.page_size, measured));
     }
-    let t = &report.totals;
+    total_rows(&mut table, &report.totals, report.page_size);
+    out.push_str(&table.render(style, ""));
+    if report.files.len() > top {
+        let _ = writeln!(
+            out,
+            "({} more files; --top all shows them)",
+            report.files.len() - top
+        );
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    out
+}
+
+/// Which run is replayed at which settings, and against which run.
+fn replay_line(out: &mut String, report: &SimulationReport) {
+    let _ = writeln!(
+        out,
+        "Replaying run {} (traced with read_ahead_kb {}) at read_ahead_kb {}, fault-around {} KiB{}",
+        report.source_run,
+        report
+            .source_read_ahead_kb
+            .map_or("unknown".to_string(), |kb| kb.to_string()),
+        report.read_ahead_kb,
+        report.fault_around_bytes / 1024,
+        report
+            .against_run
+            .map_or(String::new(), |run| format!(", against run {run}")),
+    );
+}
+
+/// One file's prediction, and with `measured` what the other run read.
+fn file_row(file: &FilePrediction, page: u64, measured: bool) -> Vec<String> {
+    let mut row = vec![
+        format!(
+            "{}{}",
+            file.path,
+            if file.relaid { " (new layout)" } else { "" }
+        ),
+        thousands(file.pages),
+        thousands(file.pages_touched),
+        human_bytes(file.pages_read * page),
+        thousands(file.read_requests),
+        thousands(file.misses),
+    ];
+    if let Some(m) = file.measured {
+        row.extend([
+            human_bytes(m.pages_read * page),
+            thousands(m.read_requests),
+            if file.cached_at_start > 0 {
+                "warm at start".to_string()
+            } else {
+                error(file.pages_read, m.pages_read)
+            },
+        ]);
+    } else if measured {
+        row.extend(["-".into(), "-".into(), "-".into()]);
+    }
+    row
+}
+
+/// The total over all files, and over the files cold at start when the
+/// other run measured them.
+fn total_rows(table: &mut Table, t: &SimulationTotals, page: u64) {
     let mut row = vec![
         format!("total ({} files)", t.files),
         String::new(),
@@ -94,18 +123,6 @@ pub fn render(report: &SimulationReport, style: Style, top: usize) -> String {
             error(t.cold.pages_read, measured),
         ]);
     }
-    out.push_str(&table.render(style, ""));
-    if report.files.len() > top {
-        let _ = writeln!(
-            out,
-            "({} more files; --top all shows them)",
-            report.files.len() - top
-        );
-    }
-    for warning in &report.warnings {
-        let _ = writeln!(out, "warning: {warning}");
-    }
-    out
 }
 
 /// Signed relative error of a prediction, "+4.2%".

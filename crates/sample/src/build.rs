@@ -196,12 +196,7 @@ pub fn build(
     }
     let mut truth = GroundTruth::read(&source_dir.join(MANIFEST_FILE))?;
     let toolchain = Toolchain::find(options.compiler)?;
-    let source_dir = fs::canonicalize(source_dir)
-        .with_context(|| format!("resolving the source directory {}", source_dir.display()))?;
-    fs::create_dir_all(build_dir.join(OBJECT_DIR))
-        .with_context(|| format!("creating the build directory {}", build_dir.display()))?;
-    let build_dir = fs::canonicalize(build_dir)
-        .with_context(|| format!("resolving the build directory {}", build_dir.display()))?;
+    let (source_dir, build_dir) = directories(source_dir, build_dir)?;
 
     let header_path = source_dir.join(&truth.header);
     let planner = ObjectPlanner {
@@ -226,62 +221,23 @@ pub fn build(
     });
     compile_all(&to_compile, options.jobs.max(1), progress)?;
 
-    let link_flags = link_flags(options);
+    let linker = Linker {
+        toolchain: &toolchain,
+        objects: &objects,
+        link_flags: link_flags(options),
+        options,
+    };
     let library = build_dir.join(&truth.library.output);
     let executable = build_dir.join(&truth.executable.output);
-    let objects_of = |module| {
-        objects
-            .iter()
-            .filter(move |job: &&ObjectJob| job.module == module)
-    };
+    let library_key = linker.library(&library, &truth.library.output, progress)?;
+    linker.executable(&executable, &library, &library_key, progress)?;
 
-    let mut arguments = vec![
-        "-shared".to_string(),
-        format!("-Wl,-soname,{}", truth.library.output),
-    ];
-    arguments.extend(output_then_objects(&library, objects_of(Module::Library)));
-    arguments.extend(link_flags.iter().cloned());
-    arguments.extend(options.library_ldflags.iter().cloned());
-    let library_key = toolchain.link(
-        &library,
-        &arguments,
-        objects_of(Module::Library),
-        "",
-        progress,
-    )?;
-
-    let mut arguments = vec!["-pie".to_string()];
-    arguments.extend(output_then_objects(
-        &executable,
-        objects_of(Module::Executable),
-    ));
-    // The executable finds the library next to itself, wherever the build
-    // directory is, with no LD_LIBRARY_PATH.
-    arguments.extend([
-        library.display().to_string(),
-        "-Wl,-rpath,$ORIGIN".to_string(),
-    ]);
-    arguments.extend(link_flags.iter().cloned());
-    arguments.extend(options.executable_ldflags.iter().cloned());
-    toolchain.link(
-        &executable,
-        &arguments,
-        objects_of(Module::Executable),
-        &library_key,
-        progress,
-    )?;
-
-    for init in &mut truth.static_initializers {
-        let source = &truth.translation_units[init.tu as usize].source;
-        let named_after_file =
-            options.compiler == Compiler::Clang || init.module == Module::Library;
-        init.init_function = Some(init_function(source, named_after_file));
-    }
+    name_initializers(&mut truth, options);
     truth.build = Some(BuildRecord {
         compiler: options.compiler.driver().to_string(),
         compiler_version: toolchain.version.clone(),
         compile_flags: planner.flags,
-        link_flags,
+        link_flags: linker.link_flags,
         library: library.clone(),
         executable: executable.clone(),
     });
@@ -292,6 +248,97 @@ pub fn build(
         build_dir,
         ground_truth: truth,
     })
+}
+
+/// The source and build directories as absolute paths, the build
+/// directory's object directory created.
+fn directories(source_dir: &Path, build_dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let source_dir = fs::canonicalize(source_dir)
+        .with_context(|| format!("resolving the source directory {}", source_dir.display()))?;
+    fs::create_dir_all(build_dir.join(OBJECT_DIR))
+        .with_context(|| format!("creating the build directory {}", build_dir.display()))?;
+    let build_dir = fs::canonicalize(build_dir)
+        .with_context(|| format!("resolving the build directory {}", build_dir.display()))?;
+    Ok((source_dir, build_dir))
+}
+
+/// Links the two modules from their objects.
+struct Linker<'a> {
+    toolchain: &'a Toolchain,
+    objects: &'a [ObjectJob],
+    link_flags: Vec<String>,
+    options: &'a BuildOptions,
+}
+
+impl Linker<'_> {
+    fn objects_of(&self, module: Module) -> impl Iterator<Item = &ObjectJob> {
+        self.objects.iter().filter(move |job| job.module == module)
+    }
+
+    /// The shared library, named `soname`; returns its link key, which the
+    /// executable's link depends on.
+    fn library(
+        &self,
+        library: &Path,
+        soname: &str,
+        progress: &mut dyn FnMut(BuildEvent),
+    ) -> Result<String> {
+        let mut arguments = vec!["-shared".to_string(), format!("-Wl,-soname,{soname}")];
+        arguments.extend(output_then_objects(
+            library,
+            self.objects_of(Module::Library),
+        ));
+        arguments.extend(self.link_flags.iter().cloned());
+        arguments.extend(self.options.library_ldflags.iter().cloned());
+        self.toolchain.link(
+            library,
+            &arguments,
+            self.objects_of(Module::Library),
+            "",
+            progress,
+        )
+    }
+
+    /// The position-independent executable, linked against `library`.
+    fn executable(
+        &self,
+        executable: &Path,
+        library: &Path,
+        library_key: &str,
+        progress: &mut dyn FnMut(BuildEvent),
+    ) -> Result<String> {
+        let mut arguments = vec!["-pie".to_string()];
+        arguments.extend(output_then_objects(
+            executable,
+            self.objects_of(Module::Executable),
+        ));
+        // The executable finds the library next to itself, wherever the build
+        // directory is, with no LD_LIBRARY_PATH.
+        arguments.extend([
+            library.display().to_string(),
+            "-Wl,-rpath,$ORIGIN".to_string(),
+        ]);
+        arguments.extend(self.link_flags.iter().cloned());
+        arguments.extend(self.options.executable_ldflags.iter().cloned());
+        self.toolchain.link(
+            executable,
+            &arguments,
+            self.objects_of(Module::Executable),
+            library_key,
+            progress,
+        )
+    }
+}
+
+/// Each static initializer's function as this compiler names it: gcc
+/// names the executable's after the unit's first global, not its file.
+fn name_initializers(truth: &mut GroundTruth, options: &BuildOptions) {
+    for init in &mut truth.static_initializers {
+        let source = &truth.translation_units[init.tu as usize].source;
+        let named_after_file =
+            options.compiler == Compiler::Clang || init.module == Module::Library;
+        init.init_function = Some(init_function(source, named_after_file));
+    }
 }
 
 const OBJECT_DIR: &str = "obj";

@@ -116,6 +116,8 @@ fn slots(ranges: &[Range<u64>], word: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The initializers: each init array and .ctors slot resolved to the
+/// function it will hold, then named.
 pub(crate) fn analyse<H: FileHeader<Endian = Endianness>>(
     elf: &Elf<'_, '_, H>,
     dynamic: Option<&DynamicInfo>,
@@ -124,64 +126,14 @@ pub(crate) fn analyse<H: FileHeader<Endian = Endianness>>(
     let arrays = arrays(elf, dynamic)?;
     let word = elf.word;
     let count = |ranges: &[Range<u64>]| ranges.iter().map(|r| (r.end - r.start) / word).sum();
-
-    let mut relocs: Vec<SlotReloc> = slot_relocs.to_vec();
-    relocs.sort_by_key(|r| r.offset);
-    let reloc_at = |slot: u64| -> Option<SlotReloc> {
-        let i = relocs.partition_point(|r| r.offset < slot);
-        relocs.get(i).filter(|r| r.offset == slot).copied()
-    };
-
-    // What each slot will hold: a relocation's result, or the stored word
-    // (which RELR and REL relocations add the load base to).
-    let resolve = |slot: u64| -> Result<(Option<u64>, Option<String>)> {
-        let stored = elf.word_at_address(slot);
-        match reloc_at(slot) {
-            Some(SlotReloc {
-                symbol: Some(index),
-                addend,
-                ..
-            }) => {
-                let Some((name, value)) = symbols::dynamic_symbol(elf, index)? else {
-                    return Ok((None, None));
-                };
-                let target = value.map(|v| v.wrapping_add(addend.unwrap_or(0) as u64));
-                Ok((target, Some(name)))
-            }
-            Some(SlotReloc {
-                relative: true,
-                addend: Some(addend),
-                ..
-            }) => Ok((Some(addend as u64), None)),
-            _ => Ok((stored.filter(|&v| v != 0), None)),
-        }
-    };
-
-    let init_slots = slots(&arrays.init, word);
-    let ctors_range = arrays.ctors.clone().into_iter().collect::<Vec<_>>();
-    let ctors_slots = slots(&ctors_range, word);
+    let resolver = SlotResolver::new(elf, slot_relocs);
     let init_function = dynamic.and_then(|d| d.value(e::DT_INIT));
-
-    let mut resolved_init = Vec::with_capacity(init_slots.len());
-    for &slot in &init_slots {
-        resolved_init.push((slot, resolve(slot)?));
+    let mut resolved_init = Vec::new();
+    for slot in slots(&arrays.init, word) {
+        resolved_init.push((slot, resolver.resolve(slot)?));
     }
-    // .ctors starts with -1 and ends with 0 (crtbegin/crtend); those are
-    // markers, not constructors.
-    let all_ones = if word == 8 {
-        u64::MAX
-    } else {
-        u64::from(u32::MAX)
-    };
-    let mut resolved_ctors = Vec::new();
-    for &slot in &ctors_slots {
-        let has_reloc = reloc_at(slot).is_some();
-        let stored = elf.word_at_address(slot);
-        if !has_reloc && matches!(stored, Some(0) | None) || stored == Some(all_ones) {
-            continue;
-        }
-        resolved_ctors.push((slot, resolve(slot)?));
-    }
+    let ctors_range = arrays.ctors.clone().into_iter().collect::<Vec<_>>();
+    let resolved_ctors = resolver.constructors(&slots(&ctors_range, word))?;
 
     let targets: Vec<u64> = resolved_init
         .iter()
@@ -221,4 +173,75 @@ pub(crate) fn analyse<H: FileHeader<Endian = Endianness>>(
             .collect(),
         code_pages,
     })
+}
+
+/// What a slot holds: the target address, and the symbol a symbolic
+/// relocation names.
+type Resolved = (Option<u64>, Option<String>);
+
+/// What each slot will hold once the loader has applied the relocations
+/// that write into slots.
+struct SlotResolver<'e, 'data, 'p, H: FileHeader<Endian = Endianness>> {
+    elf: &'e Elf<'data, 'p, H>,
+    /// By offset, for binary search.
+    relocs: Vec<SlotReloc>,
+}
+
+impl<'e, 'data, 'p, H: FileHeader<Endian = Endianness>> SlotResolver<'e, 'data, 'p, H> {
+    fn new(elf: &'e Elf<'data, 'p, H>, slot_relocs: &[SlotReloc]) -> Self {
+        let mut relocs = slot_relocs.to_vec();
+        relocs.sort_by_key(|r| r.offset);
+        SlotResolver { elf, relocs }
+    }
+
+    fn reloc_at(&self, slot: u64) -> Option<SlotReloc> {
+        let i = self.relocs.partition_point(|r| r.offset < slot);
+        self.relocs.get(i).filter(|r| r.offset == slot).copied()
+    }
+
+    /// A relocation's result, or the stored word (which RELR and REL
+    /// relocations add the load base to).
+    fn resolve(&self, slot: u64) -> Result<Resolved> {
+        let stored = self.elf.word_at_address(slot);
+        match self.reloc_at(slot) {
+            Some(SlotReloc {
+                symbol: Some(index),
+                addend,
+                ..
+            }) => {
+                let Some((name, value)) = symbols::dynamic_symbol(self.elf, index)? else {
+                    return Ok((None, None));
+                };
+                let target = value.map(|v| v.wrapping_add(addend.unwrap_or(0) as u64));
+                Ok((target, Some(name)))
+            }
+            Some(SlotReloc {
+                relative: true,
+                addend: Some(addend),
+                ..
+            }) => Ok((Some(addend as u64), None)),
+            _ => Ok((stored.filter(|&v| v != 0), None)),
+        }
+    }
+
+    /// The .ctors slots that hold constructors, resolved. .ctors starts
+    /// with -1 and ends with 0 (crtbegin/crtend); those are markers, not
+    /// constructors.
+    fn constructors(&self, slots: &[u64]) -> Result<Vec<(u64, Resolved)>> {
+        let all_ones = if self.elf.word == 8 {
+            u64::MAX
+        } else {
+            u64::from(u32::MAX)
+        };
+        let mut resolved = Vec::new();
+        for &slot in slots {
+            let has_reloc = self.reloc_at(slot).is_some();
+            let stored = self.elf.word_at_address(slot);
+            if !has_reloc && matches!(stored, Some(0) | None) || stored == Some(all_ones) {
+                continue;
+            }
+            resolved.push((slot, self.resolve(slot)?));
+        }
+        Ok(resolved)
+    }
 }

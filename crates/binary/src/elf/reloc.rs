@@ -9,7 +9,7 @@
 
 use super::dynamic::DynamicInfo;
 use super::{Elf, malformed};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{RelocationSection, Relocations, RelrEstimate, SectionPages, share};
 use crate::relr;
 use object::elf as e;
@@ -339,122 +339,160 @@ fn walk_table<H: FileHeader<Endian = Endianness>>(
     tally: &mut Tally,
     counts: &mut TypeCounts,
 ) -> Result<(u64, u64)> {
+    match table.format {
+        TableFormat::Rela => walk_rela(elf, table, tally, counts),
+        TableFormat::Rel => walk_rel(elf, table, tally, counts),
+        TableFormat::Relr => walk_relr(elf, table, tally),
+        TableFormat::Crel => walk_crel(elf, table, tally, counts),
+    }
+}
+
+/// The error for a table whose entries run past the end of the file.
+fn table_past_end<H: FileHeader<Endian = Endianness>>(
+    elf: &Elf<'_, '_, H>,
+    table: &Table,
+) -> Error {
+    malformed(
+        elf.path,
+        format!(
+            "relocation table {} at offset 0x{:x} with size 0x{:x} runs past the end of the file",
+            table.name, table.offset, table.size
+        ),
+    )
+}
+
+/// SHT_RELA: one entry per relocation, each with its addend.
+fn walk_rela<H: FileHeader<Endian = Endianness>>(
+    elf: &Elf<'_, '_, H>,
+    table: &Table,
+    tally: &mut Tally,
+    counts: &mut TypeCounts,
+) -> Result<(u64, u64)> {
     let endian = elf.endian;
     let mips64el = elf.header.is_mips64el(endian);
-    let bad = || {
-        malformed(
-            elf.path,
-            format!(
-                "relocation table {} at offset 0x{:x} with size 0x{:x} runs past the end of the file",
-                table.name, table.offset, table.size
-            ),
-        )
-    };
-    match table.format {
-        TableFormat::Rela => {
-            let entsize = size_of::<H::Rela>() as u64;
-            let count = (table.size / entsize) as usize;
-            let entries: &[H::Rela] = elf
-                .data
-                .read_slice_at(table.offset, count)
-                .map_err(|_| bad())?;
-            for rela in entries {
-                let r_type = rela.r_type(endian, mips64el).0;
-                counts.add(r_type);
-                if table.dynamic {
-                    let offset: u64 = rela.r_offset(endian).into();
-                    let addend: i64 = rela.r_addend(endian).into();
-                    let symbol = rela.r_sym(endian, mips64el);
-                    tally.record(offset, Some(r_type), symbol, Some(addend));
-                    if Some(r_type) == tally.relative_type {
-                        tally.table_relative(offset, entsize);
-                    }
-                }
+    let entsize = size_of::<H::Rela>() as u64;
+    let count = (table.size / entsize) as usize;
+    let entries: &[H::Rela] = elf
+        .data
+        .read_slice_at(table.offset, count)
+        .map_err(|_| table_past_end(elf, table))?;
+    for rela in entries {
+        let r_type = rela.r_type(endian, mips64el).0;
+        counts.add(r_type);
+        if table.dynamic {
+            let offset: u64 = rela.r_offset(endian).into();
+            let addend: i64 = rela.r_addend(endian).into();
+            let symbol = rela.r_sym(endian, mips64el);
+            tally.record(offset, Some(r_type), symbol, Some(addend));
+            if Some(r_type) == tally.relative_type {
+                tally.table_relative(offset, entsize);
             }
-            Ok((count as u64, count as u64))
-        }
-        TableFormat::Rel => {
-            let entsize = size_of::<H::Rel>() as u64;
-            let count = (table.size / entsize) as usize;
-            let entries: &[H::Rel] = elf
-                .data
-                .read_slice_at(table.offset, count)
-                .map_err(|_| bad())?;
-            for rel in entries {
-                let r_type = rel.r_type(endian).0;
-                counts.add(r_type);
-                if table.dynamic {
-                    let offset: u64 = rel.r_offset(endian).into();
-                    tally.record(offset, Some(r_type), rel.r_sym(endian), None);
-                    if Some(r_type) == tally.relative_type {
-                        tally.table_relative(offset, entsize);
-                    }
-                }
-            }
-            Ok((count as u64, count as u64))
-        }
-        TableFormat::Relr => {
-            let count = (table.size / elf.word) as usize;
-            let words: &[H::Relr] = elf
-                .data
-                .read_slice_at(table.offset, count)
-                .map_err(|_| bad())?;
-            let mut decoded = 0u64;
-            let mut previous: Option<u64> = None;
-            tally
-                .relr_offsets
-                .reserve(count.saturating_mul(8).min(1 << 22));
-            for offset in RelrIterator::<H>::new(endian, words) {
-                let offset: u64 = offset.into();
-                // Linkers emit RELR in ascending order. Insisting on it also
-                // bounds what a hostile table (repeated bitmaps) can decode to.
-                if previous.is_some_and(|p| offset <= p) {
-                    return Err(malformed(
-                        elf.path,
-                        format!(
-                            "{}: RELR entries are not in ascending address order (0x{offset:x} after 0x{:x})",
-                            table.name,
-                            previous.unwrap_or_default()
-                        ),
-                    ));
-                }
-                previous = Some(offset);
-                decoded += 1;
-                if table.dynamic {
-                    tally.record(offset, None, 0, None);
-                    tally.relr_offsets.push(offset);
-                }
-            }
-            Ok((count as u64, decoded))
-        }
-        TableFormat::Crel => {
-            let Some(index) = table.section else {
-                return Ok((0, 0));
-            };
-            let sh = elf
-                .sections
-                .section(object::SectionIndex(index))
-                .map_err(|err| elf.fail(err))?;
-            let Some((iter, _)) = sh.crel(endian, elf.data).map_err(|err| elf.fail(err))? else {
-                return Ok((0, 0));
-            };
-            let mut count = 0u64;
-            for crel in iter {
-                let crel = crel.map_err(|err| elf.fail(err))?;
-                count += 1;
-                counts.add(crel.r_type.0);
-                if table.dynamic {
-                    tally.record(
-                        crel.r_offset,
-                        Some(crel.r_type.0),
-                        crel.r_sym,
-                        Some(crel.r_addend),
-                    );
-                }
-            }
-            Ok((count, count))
         }
     }
+    Ok((count as u64, count as u64))
+}
+
+/// SHT_REL: one entry per relocation, the addend in the place it patches.
+fn walk_rel<H: FileHeader<Endian = Endianness>>(
+    elf: &Elf<'_, '_, H>,
+    table: &Table,
+    tally: &mut Tally,
+    counts: &mut TypeCounts,
+) -> Result<(u64, u64)> {
+    let endian = elf.endian;
+    let entsize = size_of::<H::Rel>() as u64;
+    let count = (table.size / entsize) as usize;
+    let entries: &[H::Rel] = elf
+        .data
+        .read_slice_at(table.offset, count)
+        .map_err(|_| table_past_end(elf, table))?;
+    for rel in entries {
+        let r_type = rel.r_type(endian).0;
+        counts.add(r_type);
+        if table.dynamic {
+            let offset: u64 = rel.r_offset(endian).into();
+            tally.record(offset, Some(r_type), rel.r_sym(endian), None);
+            if Some(r_type) == tally.relative_type {
+                tally.table_relative(offset, entsize);
+            }
+        }
+    }
+    Ok((count as u64, count as u64))
+}
+
+/// SHT_RELR: packed relative relocations, an address word then bitmaps,
+/// so one entry stands for many relocations.
+fn walk_relr<H: FileHeader<Endian = Endianness>>(
+    elf: &Elf<'_, '_, H>,
+    table: &Table,
+    tally: &mut Tally,
+) -> Result<(u64, u64)> {
+    let count = (table.size / elf.word) as usize;
+    let words: &[H::Relr] = elf
+        .data
+        .read_slice_at(table.offset, count)
+        .map_err(|_| table_past_end(elf, table))?;
+    let mut decoded = 0u64;
+    let mut previous: Option<u64> = None;
+    tally
+        .relr_offsets
+        .reserve(count.saturating_mul(8).min(1 << 22));
+    for offset in RelrIterator::<H>::new(elf.endian, words) {
+        let offset: u64 = offset.into();
+        // Linkers emit RELR in ascending order. Insisting on it also
+        // bounds what a hostile table (repeated bitmaps) can decode to.
+        if previous.is_some_and(|p| offset <= p) {
+            return Err(malformed(
+                elf.path,
+                format!(
+                    "{}: RELR entries are not in ascending address order (0x{offset:x} after 0x{:x})",
+                    table.name,
+                    previous.unwrap_or_default()
+                ),
+            ));
+        }
+        previous = Some(offset);
+        decoded += 1;
+        if table.dynamic {
+            tally.record(offset, None, 0, None);
+            tally.relr_offsets.push(offset);
+        }
+    }
+    Ok((count as u64, decoded))
+}
+
+/// SHT_CREL: compact relocations, decoded through the section header.
+fn walk_crel<H: FileHeader<Endian = Endianness>>(
+    elf: &Elf<'_, '_, H>,
+    table: &Table,
+    tally: &mut Tally,
+    counts: &mut TypeCounts,
+) -> Result<(u64, u64)> {
+    let Some(index) = table.section else {
+        return Ok((0, 0));
+    };
+    let sh = elf
+        .sections
+        .section(object::SectionIndex(index))
+        .map_err(|err| elf.fail(err))?;
+    let Some((iter, _)) = sh.crel(elf.endian, elf.data).map_err(|err| elf.fail(err))? else {
+        return Ok((0, 0));
+    };
+    let mut count = 0u64;
+    for crel in iter {
+        let crel = crel.map_err(|err| elf.fail(err))?;
+        count += 1;
+        counts.add(crel.r_type.0);
+        if table.dynamic {
+            tally.record(
+                crel.r_offset,
+                Some(crel.r_type.0),
+                crel.r_sym,
+                Some(crel.r_addend),
+            );
+        }
+    }
+    Ok((count, count))
 }
 
 /// The relocation tables: from section headers, or from the dynamic

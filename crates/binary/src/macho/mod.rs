@@ -521,6 +521,7 @@ fn thread_pc(cputype: macho::CpuType, endian: Endianness, state: &[u8]) -> Optio
     read(8 + pc_index * width, width)
 }
 
+/// One LC_SEGMENT(_64): the segment's row and span, then its sections'.
 fn add_segment<'data, Mach: MachHeader<Endian = Endianness>>(
     ctx: &Ctx,
     found: &mut Commands<'data>,
@@ -558,12 +559,46 @@ fn add_segment<'data, Mach: MachHeader<Endian = Endianness>>(
         file_size,
     });
 
+    let host = SectionHost {
+        ctx,
+        endian,
+        segment: index,
+        flags: &flags,
+        size,
+        page_size,
+    };
     let headers = segment
         .sections(endian, section_data)
         .map_err(|err| ctx.object_error(&format!("segment {name}"), err))?;
     for item in segment.section_offsets(endian, headers) {
         let (section, section_offset) =
             item.map_err(|err| ctx.object_error(&format!("segment {name}"), err))?;
+        host.add_section::<Mach>(found, section, section_offset)?;
+    }
+    Ok(())
+}
+
+/// What the sections of one segment share: the segment's index and
+/// protection, and the file's size and page size.
+struct SectionHost<'a> {
+    ctx: &'a Ctx<'a>,
+    endian: Endianness,
+    segment: usize,
+    flags: &'a str,
+    size: u64,
+    page_size: u64,
+}
+
+impl SectionHost<'_> {
+    /// One section: its bytes and its relocation entries checked to lie in
+    /// the file, its row, and the facts the initializer walk needs.
+    fn add_section<Mach: MachHeader<Endian = Endianness>>(
+        &self,
+        found: &mut Commands,
+        section: &Mach::Section,
+        section_offset: u64,
+    ) -> Result<()> {
+        let (endian, size) = (self.endian, self.size);
         let full_name = format!(
             "{},{}",
             String::from_utf8_lossy(section.segment_name()),
@@ -573,7 +608,7 @@ fn add_segment<'data, Mach: MachHeader<Endian = Endianness>>(
         let memory_size: u64 = section.size(endian).into();
         let file_size = section.file_size(endian).unwrap_or(0);
         if file_size != 0 {
-            ctx.in_file(
+            self.ctx.in_file(
                 section_offset,
                 file_size,
                 size,
@@ -584,7 +619,7 @@ fn add_segment<'data, Mach: MachHeader<Endian = Endianness>>(
         let reloff = u64::from(section.reloff(endian));
         let relocs_len = 8 * u64::from(section.nreloc(endian));
         if relocs_len != 0 {
-            ctx.in_file(
+            self.ctx.in_file(
                 reloff,
                 relocs_len,
                 size,
@@ -607,17 +642,17 @@ fn add_segment<'data, Mach: MachHeader<Endian = Endianness>>(
             name: full_name,
             kind,
             // Sections have no protection of their own; the segment's applies.
-            flags: flags.clone(),
+            flags: self.flags.to_string(),
             offset: section_offset,
             file_size,
             address,
             memory_size,
             share_of_file: model::share(file_size, size),
-            pages: model::pages_spanned(section_offset, file_size, page_size),
-            segment: Some(index),
+            pages: model::pages_spanned(section_offset, file_size, self.page_size),
+            segment: Some(self.segment),
         });
+        Ok(())
     }
-    Ok(())
 }
 
 /// Bytes outside every section: header, load commands, __LINKEDIT tables,
@@ -724,14 +759,18 @@ struct Layout {
     page_size: u64,
 }
 
+/// One table of fixups dyld applies, counted.
+struct FixupTable {
+    name: String,
+    format: &'static str,
+    offset: u64,
+    size: u64,
+    counted: Counted,
+}
+
+/// The fixups dyld applies at launch: the LC_DYLD_INFO streams and the
+/// chained fixups, each table counted, then summed.
 fn relocations(ctx: &Ctx, data: &[u8], found: &Commands, layout: &Layout) -> Result<Relocations> {
-    let Layout {
-        endian,
-        pointer_size,
-        text_address,
-        page_size,
-    } = *layout;
-    let size = data.len() as u64;
     let spans: Vec<SectionSpan> = found
         .sections
         .iter()
@@ -741,91 +780,128 @@ fn relocations(ctx: &Ctx, data: &[u8], found: &Commands, layout: &Layout) -> Res
             memory_size: section.memory_size,
         })
         .collect();
-    let mut tally = Tally::new(pointer_size, page_size, &spans);
-    let cap = size / pointer_size + 1;
-    let mut tables: Vec<(String, &'static str, u64, u64, Counted)> = Vec::new();
-
+    let mut tally = Tally::new(layout.pointer_size, layout.page_size, &spans);
+    let mut tables = Vec::new();
     if let Some(info) = found.dyld_info {
-        let streams = [
-            (Stream::Rebase, info.rebase_off, info.rebase_size),
-            (Stream::Bind, info.bind_off, info.bind_size),
-            (Stream::WeakBind, info.weak_bind_off, info.weak_bind_size),
-        ];
-        for (stream, offset, len) in streams {
-            let (offset, len) = (u64::from(offset.get(endian)), u64::from(len.get(endian)));
-            if len == 0 {
-                continue;
-            }
-            let opened = |err| ctx.object_error(stream.name(), err);
-            let counted = match stream {
-                Stream::Rebase => {
-                    let operations = info.rebase_operations(endian, data).map_err(opened)?;
-                    fixups::rebases(operations, &found.spans, &mut tally, cap)
-                }
-                Stream::Bind => {
-                    let operations = info.bind_operations(endian, data).map_err(opened)?;
-                    fixups::binds(operations, false, &found.spans, &mut tally, cap)
-                }
-                Stream::WeakBind => {
-                    let operations = info.weak_bind_operations(endian, data).map_err(opened)?;
-                    fixups::binds(operations, true, &found.spans, &mut tally, cap)
-                }
-            }
-            .map_err(|detail| ctx.parse_error(detail))?;
-            let format = match stream {
-                Stream::Rebase => "macho_rebase",
-                Stream::Bind | Stream::WeakBind => "macho_bind",
-            };
-            tables.push((
-                format!("LC_DYLD_INFO {}", stream.name()),
-                format,
-                offset,
-                len,
-                counted,
-            ));
-        }
+        tables.extend(dyld_info_tables(
+            ctx, data, found, info, layout, &mut tally,
+        )?);
     }
-
     if let Some(command) = found.chained {
-        let fixups = command
-            .chained_fixups(endian, data)
-            .map_err(|err| ctx.object_error("chained fixups", err))?;
-        let counted = fixups::chained(
-            endian,
-            &fixups,
-            data,
-            &found.spans,
-            text_address,
-            &mut tally,
-        )
-        .map_err(|detail| ctx.parse_error(detail))?;
-        tables.push((
-            "LC_DYLD_CHAINED_FIXUPS".to_string(),
-            "macho_chained",
-            u64::from(command.dataoff.get(endian)),
-            u64::from(command.datasize.get(endian)),
-            counted,
-        ));
+        tables.push(chained_table(
+            ctx, data, found, command, layout, &mut tally,
+        )?);
     }
+    Ok(summed(tables, &tally, data.len() as u64))
+}
 
+/// The rebase, bind and weak bind streams of LC_DYLD_INFO that are not
+/// empty.
+fn dyld_info_tables(
+    ctx: &Ctx,
+    data: &[u8],
+    found: &Commands,
+    info: &macho::DyldInfoCommand<Endianness>,
+    layout: &Layout,
+    tally: &mut Tally,
+) -> Result<Vec<FixupTable>> {
+    let endian = layout.endian;
+    let cap = data.len() as u64 / layout.pointer_size + 1;
+    let streams = [
+        (Stream::Rebase, info.rebase_off, info.rebase_size),
+        (Stream::Bind, info.bind_off, info.bind_size),
+        (Stream::WeakBind, info.weak_bind_off, info.weak_bind_size),
+    ];
+    let mut tables = Vec::new();
+    for (stream, offset, len) in streams {
+        let (offset, len) = (u64::from(offset.get(endian)), u64::from(len.get(endian)));
+        if len == 0 {
+            continue;
+        }
+        let opened = |err| ctx.object_error(stream.name(), err);
+        let counted = match stream {
+            Stream::Rebase => {
+                let operations = info.rebase_operations(endian, data).map_err(opened)?;
+                fixups::rebases(operations, &found.spans, tally, cap)
+            }
+            Stream::Bind => {
+                let operations = info.bind_operations(endian, data).map_err(opened)?;
+                fixups::binds(operations, false, &found.spans, tally, cap)
+            }
+            Stream::WeakBind => {
+                let operations = info.weak_bind_operations(endian, data).map_err(opened)?;
+                fixups::binds(operations, true, &found.spans, tally, cap)
+            }
+        }
+        .map_err(|detail| ctx.parse_error(detail))?;
+        let format = match stream {
+            Stream::Rebase => "macho_rebase",
+            Stream::Bind | Stream::WeakBind => "macho_bind",
+        };
+        tables.push(FixupTable {
+            name: format!("LC_DYLD_INFO {}", stream.name()),
+            format,
+            offset,
+            size: len,
+            counted,
+        });
+    }
+    Ok(tables)
+}
+
+/// The LC_DYLD_CHAINED_FIXUPS table.
+fn chained_table(
+    ctx: &Ctx,
+    data: &[u8],
+    found: &Commands,
+    command: &macho::LinkeditDataCommand<Endianness>,
+    layout: &Layout,
+    tally: &mut Tally,
+) -> Result<FixupTable> {
+    let endian = layout.endian;
+    let fixups = command
+        .chained_fixups(endian, data)
+        .map_err(|err| ctx.object_error("chained fixups", err))?;
+    let counted = fixups::chained(
+        endian,
+        &fixups,
+        data,
+        &found.spans,
+        layout.text_address,
+        tally,
+    )
+    .map_err(|detail| ctx.parse_error(detail))?;
+    Ok(FixupTable {
+        name: "LC_DYLD_CHAINED_FIXUPS".to_string(),
+        format: "macho_chained",
+        offset: u64::from(command.dataoff.get(endian)),
+        size: u64::from(command.datasize.get(endian)),
+        counted,
+    })
+}
+
+/// The tables in the common model: one row each, their totals, and the
+/// pages they write.
+fn summed(tables: Vec<FixupTable>, tally: &Tally, size: u64) -> Relocations {
     let mut relocations = Relocations::default();
-    for (name, format, offset, len, counted) in tables {
+    for table in tables {
+        let counted = table.counted;
         let count = counted.rebases + counted.binds;
         relocations.total += count;
         relocations.relative += counted.rebases;
         relocations.symbolic += counted.binds;
-        relocations.bytes += len;
+        relocations.bytes += table.size;
         for (typ, n) in &counted.by_type {
             *relocations.by_type.entry(typ.clone()).or_default() += n;
         }
         relocations.sections.push(RelocationSection {
-            name,
-            format: format.to_string(),
-            offset,
-            size: len,
+            name: table.name,
+            format: table.format.to_string(),
+            offset: table.offset,
+            size: table.size,
             entries: counted.entries,
             relocations: count,
-            share_of_file: model::share(len, size),
+            share_of_file: model::share(table.size, size),
             dynamic: true,
             by_type: counted.by_type,
         });
@@ -836,7 +912,7 @@ fn relocations(ctx: &Ctx, data: &[u8], found: &Commands, layout: &Layout) -> Res
         total: tally.pages_total(),
         by_section: tally.pages_by_section(),
     };
-    Ok(relocations)
+    relocations
 }
 
 /// __mod_init_func and __init_offsets entries (run by dyld before main),

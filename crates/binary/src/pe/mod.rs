@@ -530,55 +530,22 @@ fn relocations<Pe: ImageNtHeaders>(
 
     let machine = file.nt_headers().file_header().machine.get(LE);
     let image_base = file.nt_headers().optional_header().image_base();
-    let mut type_counts: BTreeMap<u16, u64> = BTreeMap::new();
-    let mut spread = base_relocs::PageSpread::default();
-    // Sorted by address so each fixup finds its section by binary search: a
-    // large image has millions of fixups.
-    let mut by_address: Vec<(u64, u64, usize)> = sections
-        .iter()
-        .map(|section| (section.address, section.memory_size, section.index))
-        .collect();
-    by_address.sort_unstable();
-    for fixup in &parsed.fixups {
-        *type_counts.entry(fixup.typ).or_default() += 1;
-        let address = image_base.checked_add(fixup.rva).ok_or_else(|| {
-            ctx.malformed(format!(
-                "base relocation at RVA {:#x} overflows the image base",
-                fixup.rva
-            ))
-        })?;
-        let candidate = by_address
-            .partition_point(|&(start, _, _)| start <= address)
-            .checked_sub(1)
-            .and_then(|i| by_address.get(i));
-        let section = candidate
-            .filter(|&&(start, len, _)| address - start < len)
-            .map(|&(_, _, index)| index);
-        spread.add(
-            section,
-            address,
-            base_relocs::width(machine, fixup.typ),
-            page_size,
-        );
-    }
+    let spread = spread_fixups(
+        ctx,
+        &parsed.fixups,
+        sections,
+        machine,
+        image_base,
+        page_size,
+    )?;
 
-    let by_type: BTreeMap<String, u64> = type_counts
+    let by_type: BTreeMap<String, u64> = spread
+        .type_counts
         .into_iter()
         .map(|(typ, count)| (base_relocs::type_name(machine, typ), count))
         .collect();
     let total = parsed.fixups.len() as u64;
     let bytes_len = u64::from(dir_size);
-    let by_section = spread
-        .by_section
-        .iter()
-        .map(|(section, (count, pages))| SectionPages {
-            section: section
-                .and_then(|index| sections.get(index))
-                .map_or_else(|| "[outside sections]".to_string(), |s| s.name.clone()),
-            relocations: *count,
-            pages: pages.len() as u64,
-        })
-        .collect();
     let name = holder
         .and_then(|index| sections.get(index))
         .map_or_else(|| "[base relocations]".to_string(), |s| s.name.clone());
@@ -603,11 +570,76 @@ fn relocations<Pe: ImageNtHeaders>(
         }],
         relr_offsets: Vec::new(),
         relr_estimate: None,
-        pages_written: PagesWritten {
-            total: spread.total.len() as u64,
-            by_section,
-        },
+        pages_written: pages_written(&spread.pages, sections),
     })
+}
+
+/// The fixups counted by type and spread over the sections and pages
+/// they write.
+struct FixupSpread {
+    type_counts: BTreeMap<u16, u64>,
+    pages: base_relocs::PageSpread,
+}
+
+fn spread_fixups(
+    ctx: &Ctx,
+    fixups: &[base_relocs::Fixup],
+    sections: &[Section],
+    machine: pe::Machine,
+    image_base: u64,
+    page_size: u64,
+) -> Result<FixupSpread> {
+    let mut type_counts: BTreeMap<u16, u64> = BTreeMap::new();
+    let mut pages = base_relocs::PageSpread::default();
+    // Sorted by address so each fixup finds its section by binary search: a
+    // large image has millions of fixups.
+    let mut by_address: Vec<(u64, u64, usize)> = sections
+        .iter()
+        .map(|section| (section.address, section.memory_size, section.index))
+        .collect();
+    by_address.sort_unstable();
+    for fixup in fixups {
+        *type_counts.entry(fixup.typ).or_default() += 1;
+        let address = image_base.checked_add(fixup.rva).ok_or_else(|| {
+            ctx.malformed(format!(
+                "base relocation at RVA {:#x} overflows the image base",
+                fixup.rva
+            ))
+        })?;
+        let candidate = by_address
+            .partition_point(|&(start, _, _)| start <= address)
+            .checked_sub(1)
+            .and_then(|i| by_address.get(i));
+        let section = candidate
+            .filter(|&&(start, len, _)| address - start < len)
+            .map(|&(_, _, index)| index);
+        pages.add(
+            section,
+            address,
+            base_relocs::width(machine, fixup.typ),
+            page_size,
+        );
+    }
+    Ok(FixupSpread { type_counts, pages })
+}
+
+/// The pages the fixups write, in all and per section by name.
+fn pages_written(spread: &base_relocs::PageSpread, sections: &[Section]) -> PagesWritten {
+    let by_section = spread
+        .by_section
+        .iter()
+        .map(|(section, (count, pages))| SectionPages {
+            section: section
+                .and_then(|index| sections.get(index))
+                .map_or_else(|| "[outside sections]".to_string(), |s| s.name.clone()),
+            relocations: *count,
+            pages: pages.len() as u64,
+        })
+        .collect();
+    PagesWritten {
+        total: spread.total.len() as u64,
+        by_section,
+    }
 }
 
 /// TLS callbacks: the loader calls each before the entry point (and on
