@@ -20,3 +20,12 @@ pub use loader::{LoaderAnalysis, analyze_loader};
 pub use model::*;
 pub use run::{Options, analyze, files_used};
 pub use simulate::{SimulateOptions, SimulationReport, simulate};
+
+/// The lower median of `sorted` (not empty): a value one of the runs or
+/// traces really had, leaning early when they split evenly. Plans give a
+/// page or a lookup the lower median of its first-need times, orders give
+/// a symbol the lower median of its ranks. The statistical median, which
+/// averages the middle two, is `coldstart_bench::stats::median`.
+pub fn lower_median<T: Copy>(sorted: &[T]) -> T {
+    sorted[(sorted.len() - 1) / 2]
+}

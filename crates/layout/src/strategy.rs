@@ -250,7 +250,7 @@ impl Used {
         for (id, symbol) in symbols.iter_mut().enumerate() {
             let own = &mut ranks[id * traces_n..(id + 1) * traces_n];
             own.sort_unstable();
-            symbol.median_rank = lower_median_rank(own);
+            symbol.median_rank = coldstart_analyze::lower_median(own);
         }
         Ok(Used { symbols, sequences })
     }
@@ -307,17 +307,6 @@ fn add_calls(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(a), Some(b)) => Some(a.saturating_add(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// A symbol's median rank over the traces, from its ranks sorted (one per
-/// trace, not empty): the lower median, so a rank one trace really gave it,
-/// with no rounding to explain, leaning early when the traces split evenly.
-/// The same computation as plan's `lower_median` of need times; layout
-/// keeps its own because plan is the prefetch branch of the flow, which
-/// layout does not depend on, and the statistical median
-/// (`coldstart_bench::stats::median`) averages the middle two.
-fn lower_median_rank(sorted: &[u64]) -> u64 {
-    sorted[(sorted.len() - 1) / 2]
 }
 
 #[cfg(test)]

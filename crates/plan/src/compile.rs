@@ -21,6 +21,7 @@
 
 use crate::lookups::LookupPool;
 use coldstart_analyze::loaded::{LoadedRun, demand_reads, event_pages, is_touch};
+use coldstart_analyze::lower_median;
 use coldstart_prefetch::{Extent, FORMAT_VERSION, Plan, PlanFile, PlanSource};
 use coldstart_profile::{EndReason, File, FileIdentity, PageEventKind, Profile, Run, RunId};
 use serde::Serialize;
@@ -581,14 +582,6 @@ pub fn threshold(fraction: f64, runs: usize) -> usize {
 /// files (metadata buffers, shared memory, /proc).
 pub(crate) fn plannable_path(file: &File) -> Option<&str> {
     file.path.as_deref().filter(|_| !file.in_kernel())
-}
-
-/// The lower median of `sorted` (not empty): the need time a plan gives a
-/// page or a lookup from the runs' first needs. Unlike the statistical
-/// median (coldstart_bench::stats::median), it is a time one of the runs
-/// had, and it leans early, as a prefetch should.
-pub(crate) fn lower_median<T: Copy>(sorted: &[T]) -> T {
-    sorted[(sorted.len() - 1) / 2]
 }
 
 /// Pages at least `min_runs` runs needed, sorted, with the lower median of

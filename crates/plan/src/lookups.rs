@@ -5,9 +5,9 @@
 //! which the prefetcher looks up first so the program finds the inode
 //! tables and directories cached.
 
-use crate::compile::lower_median;
 use crate::misses::prefetcher_tasks;
 use coldstart_analyze::loaded::LoadedRun;
+use coldstart_analyze::lower_median;
 use coldstart_prefetch::Lookup;
 use std::collections::HashMap;
 
