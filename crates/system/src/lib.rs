@@ -1,6 +1,7 @@
 //! coldstart's system room, below every other: what the tool asks of the
 //! operating system. Starting the measured program as the right user and
-//! watching its process tree (`launch`), controlling and measuring the page
+//! watching its process tree (`launch`), forking the prefetch launcher's
+//! detached prefetcher and watching for the program's exit (`process`), controlling and measuring the page
 //! cache (`cache`), evicting or checking a set of files with per-file results
 //! (`eviction`) and finding the files a path names (`walk`), overriding
 //! device readahead for a run (`readahead`), reading build-ids without disturbing the cache (`build_id`), telling
@@ -17,5 +18,6 @@ pub mod eviction;
 pub mod identity;
 pub mod launch;
 pub mod proc;
+pub mod process;
 pub mod readahead;
 pub mod walk;
