@@ -156,6 +156,21 @@ pub fn set_thread_name(name: &str) {
     }
 }
 
+/// Whether the dynamic loader has `object` (a soname or path) loaded:
+/// dlopen(RTLD_NOLOAD), and the dlclose that gives its reference back.
+pub fn reopen_loaded(object: &std::ffi::CStr) -> bool {
+    // SAFETY: RTLD_NOLOAD loads nothing and runs no initializer; the handle
+    // is closed at once.
+    unsafe {
+        let handle = libc::dlopen(object.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if handle.is_null() {
+            return false;
+        }
+        libc::dlclose(handle);
+    }
+    true
+}
+
 /// The effective user id of this process.
 pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
