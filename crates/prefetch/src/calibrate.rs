@@ -19,7 +19,6 @@ use coldstart_system::cache;
 use serde::Serialize;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -87,7 +86,7 @@ pub fn calibrate(path: &Path, threads: usize) -> io::Result<Calibration> {
         ));
     }
     // A page the reads below missed is then read alone, not with a window.
-    advise(&file, libc::POSIX_FADV_RANDOM)?;
+    cache::advise_random(&file)?;
 
     evict(path)?;
     let mut buffer = vec![0u8; page as usize];
@@ -215,15 +214,6 @@ fn evict(path: &Path) -> io::Result<()> {
             path.display(),
             eviction.resident_after
         )));
-    }
-    Ok(())
-}
-
-fn advise(file: &File, advice: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain fadvise on an open descriptor; returns the error number.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
     }
     Ok(())
 }

@@ -7,8 +7,9 @@ use crate::format;
 use crate::model::Plan;
 use crate::read_around;
 use crate::replay::{self, ReplayOptions, ReplayReport};
+use coldstart_system::process::{self, ExitWatch, Forked};
 use std::ffi::OsString;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::io::{PipeReader, PipeWriter};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,165 +105,78 @@ pub const LEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1
 /// for the prefetcher to say it has requested that much first.
 fn start_prefetcher(launch: &Launch, plan: &Plan) {
     // A pidfd of this process survives exec and reports the program's exit.
-    let program = watch_self();
+    let program = ExitWatch::of_self();
     // The prefetcher tells the lead by writing a byte; both ends are
     // close-on-exec, so the program inherits neither.
     let lead = if launch.lead_bytes > 0 {
-        lead_pipe()
+        std::io::pipe().ok()
     } else {
         None
     };
-    // SAFETY: coldstart is single-threaded here (no thread was started yet),
-    // so the child may run ordinary code.
-    match unsafe { libc::fork() } {
-        -1 => {
-            eprintln!(
-                "{NAME}: cannot start the prefetcher: {}; starting the program without it",
-                std::io::Error::last_os_error()
-            );
+    // After a fork of a process with several threads the child could only
+    // make async-signal-safe calls; here there is one thread (none was
+    // started yet), so both children run ordinary code.
+    // SAFETY: coldstart is single-threaded here, as exec_with_plan requires.
+    match unsafe { process::fork() } {
+        Err(e) => {
+            eprintln!("{NAME}: cannot start the prefetcher: {e}; starting the program without it");
         }
-        0 => {
+        Ok(Forked::Child) => {
             // SAFETY: still single-threaded.
-            if unsafe { libc::fork() } == 0 {
-                detach_stdio();
-                let signal = lead.map(|(read, write)| {
-                    drop(read);
-                    std::sync::Mutex::new(Some(write))
-                });
-                let on_lead = || {
-                    if let Some(slot) = &signal
-                        && let Ok(mut write) = slot.lock()
-                        && let Some(fd) = write.take()
-                    {
-                        use std::io::Write;
-                        let _ = std::fs::File::from(fd).write_all(b"!");
-                    }
-                };
-                let stop = AtomicBool::new(false);
-                // Before the watcher thread, while growing it is free.
-                replay::reserve_descriptors(plan.files.len());
-                std::thread::scope(|scope| {
-                    scope.spawn(|| {
-                        wait_for_exit(&program);
-                        stop.store(true, Ordering::Relaxed);
-                    });
-                    let report = replay::replay_with_lead(
-                        plan,
-                        &launch.replay,
-                        &stop,
-                        launch.lead_bytes,
-                        &on_lead,
-                    );
-                    tell(&launch.plan, plan, &report, launch.verbose);
-                    // SAFETY: ends this process at once, without waiting for
-                    // the watcher thread or running the parent's exit handlers.
-                    unsafe { libc::_exit(0) };
-                });
+            if let Ok(Forked::Child) = unsafe { process::fork() } {
+                run_prefetcher(launch, plan, &program, lead);
             }
-            // SAFETY: the intermediate child ends at once.
-            unsafe { libc::_exit(0) };
+            // The intermediate child ends at once.
+            process::exit_now(0);
         }
-        child => {
-            let mut status = 0;
-            // SAFETY: reaping our own child, which exits immediately.
-            unsafe { libc::waitpid(child, &mut status, 0) };
+        Ok(Forked::Parent(child)) => {
+            // Reaping our own child, which exits immediately.
+            process::reap(child);
             if let Some((read, write)) = lead {
                 drop(write);
-                wait_for_lead(&read);
+                process::wait_readable(&read, LEAD_TIMEOUT);
             }
         }
     }
 }
 
-/// A close-on-exec pipe: (read end, write end).
-fn lead_pipe() -> Option<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors on success.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return None;
-    }
-    // SAFETY: fresh descriptors we own.
-    Some(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Waits until the prefetcher writes its byte, closes the pipe (it ended,
-/// or died) or [`LEAD_TIMEOUT`] passes.
-fn wait_for_lead(read: &OwnedFd) {
-    use std::os::fd::AsRawFd;
-    let deadline = std::time::Instant::now() + LEAD_TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let mut poll = libc::pollfd {
-            fd: read.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut poll, 1, left.as_millis() as libc::c_int) };
-        if ready < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-            continue;
+/// The detached prefetcher: replays the plan until `program` exits, tells
+/// the lead through `lead`'s write end, and ends this process.
+fn run_prefetcher(
+    launch: &Launch,
+    plan: &Plan,
+    program: &ExitWatch,
+    lead: Option<(PipeReader, PipeWriter)>,
+) -> ! {
+    process::detach_stdin_stdout();
+    let signal = lead.map(|(read, write)| {
+        drop(read);
+        std::sync::Mutex::new(Some(write))
+    });
+    let on_lead = || {
+        if let Some(slot) = &signal
+            && let Ok(mut write) = slot.lock()
+            && let Some(mut write) = write.take()
+        {
+            use std::io::Write;
+            let _ = write.write_all(b"!");
         }
-        return;
-    }
-}
-
-/// How the prefetcher learns that the program ended.
-enum Program {
-    Pidfd(OwnedFd),
-    Pid(libc::pid_t),
-}
-
-fn watch_self() -> Program {
-    // SAFETY: getpid never fails.
-    let pid = unsafe { libc::getpid() };
-    // pidfd_open (Linux 5.3) returns a close-on-exec descriptor: the program
-    // does not inherit it, the prefetcher (by fork) does.
-    // SAFETY: plain syscall.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd >= 0 {
-        // SAFETY: a fresh descriptor we own.
-        Program::Pidfd(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-    } else {
-        Program::Pid(pid)
-    }
-}
-
-fn wait_for_exit(program: &Program) {
-    use std::os::fd::AsRawFd;
-    match program {
-        Program::Pidfd(fd) => {
-            let mut poll = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd; -1 waits until the process exits.
-            while unsafe { libc::poll(&mut poll, 1, -1) } < 0 {}
-        }
-        // SAFETY: signal 0 only checks that the process exists.
-        Program::Pid(pid) => {
-            while unsafe { libc::kill(*pid, 0) } == 0 {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
-    }
-}
-
-/// The prefetcher must not hold the program's stdin or stdout: a pipe
-/// reader would otherwise wait for the prefetcher as well.
-fn detach_stdio() {
-    if let Ok(null) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: duplicating onto the standard descriptors.
-        unsafe {
-            libc::dup2(null.as_raw_fd(), 0);
-            libc::dup2(null.as_raw_fd(), 1);
-        }
-    }
+    };
+    let stop = AtomicBool::new(false);
+    // Before the watcher thread, while growing it is free.
+    replay::reserve_descriptors(plan.files.len());
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            program.wait();
+            stop.store(true, Ordering::Relaxed);
+        });
+        let report =
+            replay::replay_with_lead(plan, &launch.replay, &stop, launch.lead_bytes, &on_lead);
+        tell(&launch.plan, plan, &report, launch.verbose);
+        // Ends this process at once, without waiting for the watcher thread
+        // or running the parent's exit handlers.
+        process::exit_now(0)
+    })
 }
 
 /// Problems once on stderr; everything with --verbose.

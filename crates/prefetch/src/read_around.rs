@@ -74,8 +74,7 @@ fn planned_paths(plan: &Plan) -> Vec<u8> {
 /// created if missing, and refused unless this user owns it and no one else
 /// may write to it: the program will load code from it.
 fn private_directory() -> Result<PathBuf, String> {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = coldstart_system::process::effective_uid();
     let nonempty = |name| std::env::var_os(name).filter(|value| !value.is_empty());
     let directory = nonempty("XDG_CACHE_HOME")
         .map(PathBuf::from)

@@ -14,13 +14,13 @@
 
 use crate::model::{Lookup, Plan, PlanFile};
 use coldstart_system::build_id::build_id_of_open;
+use coldstart_system::cache::{self, FaultIn};
 use coldstart_system::identity::{Change, FileIdentity};
-use coldstart_system::{cache, readahead};
+use coldstart_system::{process, readahead};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -337,8 +337,8 @@ impl<'a> Schedule<'a> {
 /// calling thread gets its own back afterwards (with --wait it is the
 /// thread that then becomes the program).
 fn run_threads(shared: &Shared, schedule: &Schedule, stop: &AtomicBool) -> LookedUp {
-    let own_name = thread_name();
-    set_thread_name(PREFETCHER_COMM);
+    let own_name = process::thread_name();
+    process::set_thread_name(PREFETCHER_COMM);
     std::thread::scope(|scope| {
         let lookups = schedule.lookups;
         let looked_up = (!lookups.is_empty()).then(|| scope.spawn(|| look_up(lookups, stop)));
@@ -347,7 +347,7 @@ fn run_threads(shared: &Shared, schedule: &Schedule, stop: &AtomicBool) -> Looke
             scope.spawn(|| shared.work_through(schedule.items, schedule.window, stop));
         }
         if let Some(name) = &own_name {
-            set_thread_name(name);
+            process::set_thread_name(name);
         }
         looked_up
             .and_then(|thread| thread.join().ok())
@@ -430,57 +430,9 @@ fn look_up_one(path: &str) -> bool {
         let _ = std::fs::metadata(path);
     }
     if meta.is_dir() && meta.size() <= MAX_DIRECTORY_READ {
-        read_entries(path);
+        cache::read_directory_once(std::path::Path::new(path));
     }
     true
-}
-
-/// Reads a directory's entries once without touching its access time: a
-/// directory the prefetcher may not open with O_NOATIME (another user's)
-/// is left unread rather than marked as read.
-fn read_entries(path: &str) {
-    let Ok(directory) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOATIME)
-        .open(path)
-    else {
-        return;
-    };
-    let mut buffer = [0u8; 16 << 10];
-    loop {
-        // SAFETY: getdents64 writes at most `buffer.len()` bytes into it.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                directory.as_raw_fd(),
-                buffer.as_mut_ptr(),
-                buffer.len(),
-            )
-        };
-        if n <= 0 {
-            return;
-        }
-    }
-}
-
-/// The calling thread's name (comm), if the kernel tells it.
-fn thread_name() -> Option<String> {
-    let mut buffer = [0u8; 16];
-    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
-    if unsafe { libc::prctl(libc::PR_GET_NAME, buffer.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
-    Some(String::from_utf8_lossy(&buffer[..end]).into_owned())
-}
-
-/// Names the calling thread (the kernel keeps the first 15 bytes).
-fn set_thread_name(name: &str) {
-    let mut buffer = [0u8; 16];
-    let bytes = &name.as_bytes()[..name.len().min(15)];
-    buffer[..bytes.len()].copy_from_slice(bytes);
-    // SAFETY: a NUL-terminated name of at most 16 bytes.
-    unsafe { libc::prctl(libc::PR_SET_NAME, buffer.as_ptr()) };
 }
 
 /// A range of a plan file the kernel was asked for.
@@ -752,9 +704,8 @@ fn open_checked(planned: &PlanFile) -> Opened {
     // touch by the program starts an asynchronous window of read_ahead_kb
     // (8 MiB on this project's machines). readahead(2), fadvise(WILLNEED)
     // and MADV_POPULATE_READ read exactly what is asked regardless.
-    // SAFETY: plain fadvise on our own descriptor (not the program's:
-    // advice is per open file).
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    // The advice is per open file: the program's own descriptors keep theirs.
+    let _ = cache::advise_random(&file);
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
     if !meta.is_file() {
         return Err("not a regular file".to_string());
@@ -783,32 +734,7 @@ fn open_checked(planned: &PlanFile) -> Opened {
 /// it before them.
 pub fn reserve_descriptors(files: usize) {
     // The standard streams, the plan, a pidfd and pipes: a few more.
-    let mut wanted = files.saturating_add(64);
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit fills the struct it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
-        wanted = wanted.min(
-            usize::try_from(limit.rlim_cur)
-                .unwrap_or(usize::MAX)
-                .saturating_sub(1),
-        );
-    }
-    let Ok(null) = File::open("/dev/null") else {
-        return;
-    };
-    let Ok(wanted) = libc::c_int::try_from(wanted) else {
-        return;
-    };
-    // SAFETY: duplicates our own descriptor to the lowest free number at or
-    // above `wanted`, or fails harmlessly; the duplicate is closed at once.
-    let fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, wanted) };
-    if fd >= 0 {
-        // SAFETY: closing the descriptor fcntl just made.
-        unsafe { libc::close(fd) };
-    }
+    process::grow_descriptor_table(files.saturating_add(64));
 }
 
 /// The most one readahead(2) or fadvise(WILLNEED) call is asked for when
@@ -846,35 +772,16 @@ pub fn pieces(offset: u64, len: u64, cap: u64) -> impl Iterator<Item = (u64, u64
 
 /// Asks for `[offset, offset + len)` of `file` by `method`.
 pub(crate) fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::Result<()> {
-    let fd = file.as_raw_fd();
     match method {
         Method::Readahead | Method::WholeFile | Method::Fadvise => {
             // The kernel reads at most the device's cap per call and drops
             // the rest without a word: ask in pieces no larger.
             let cap = call_cap(file);
             for (at, piece) in pieces(offset, len, cap) {
-                let rc = if method == Method::Fadvise {
-                    // SAFETY: plain syscall on an open descriptor; returns
-                    // the error number.
-                    unsafe {
-                        libc::posix_fadvise(
-                            fd,
-                            at as libc::off_t,
-                            piece as libc::off_t,
-                            libc::POSIX_FADV_WILLNEED,
-                        )
-                    }
+                if method == Method::Fadvise {
+                    cache::advise_willneed(file, at, piece)?;
                 } else {
-                    // SAFETY: as above; -1 and errno on failure.
-                    match unsafe { libc::readahead(fd, at as libc::off64_t, piece as usize) } {
-                        0 => 0,
-                        _ => io::Error::last_os_error()
-                            .raw_os_error()
-                            .unwrap_or(libc::EIO),
-                    }
-                };
-                if rc != 0 {
-                    return Err(io::Error::from_raw_os_error(rc));
+                    cache::readahead(file, at, piece)?;
                 }
             }
             Ok(())
@@ -894,56 +801,9 @@ pub(crate) fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::R
             }
             Ok(())
         }
-        Method::Populate | Method::TouchWhole => map_and_touch(file, offset, len, method),
+        Method::Populate => cache::fault_in(file, offset, len, FaultIn::Populate),
+        Method::TouchWhole => cache::fault_in(file, offset, len, FaultIn::TouchEachPage),
     }
-}
-
-/// Maps the range read-only and faults every page in, by MADV_POPULATE_READ
-/// (Linux 5.14) or, for the vmtouch peer and older kernels, by reading one
-/// byte per page; then unmaps.
-fn map_and_touch(file: &File, offset: u64, len: u64, method: Method) -> io::Result<()> {
-    let size = file.metadata()?.size();
-    let end = (offset + len).min(size);
-    if end <= offset {
-        return Ok(());
-    }
-    let page = cache::page_size();
-    let start = offset / page * page;
-    let length = (end - start) as usize;
-    // SAFETY: a fresh read-only shared mapping of an open file, within its size.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            length,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            start as libc::off_t,
-        )
-    };
-    if map == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // MADV_POPULATE_READ from <linux/mman.h>.
-    const MADV_POPULATE_READ: libc::c_int = 22;
-    // SAFETY: advising our own mapping. MADV_RANDOM stops read-around beyond
-    // the planned range; the whole-file peer wants the file anyway.
-    let populated = method == Method::Populate
-        && unsafe {
-            libc::madvise(map, length, libc::MADV_RANDOM);
-            libc::madvise(map, length, MADV_POPULATE_READ)
-        } == 0;
-    if !populated {
-        let mut sum = 0u8;
-        for at in (0..length).step_by(page as usize) {
-            // SAFETY: `at` is inside the mapping, which is within the file.
-            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(map.cast::<u8>().add(at)) });
-        }
-        std::hint::black_box(sum);
-    }
-    // SAFETY: unmapping our own mapping.
-    unsafe { libc::munmap(map, length) };
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,13 +20,14 @@
 //! than [`NAME_BYTES`], a record the ring buffer had no room for.
 
 use coldstart_profile::LookupMissed;
+use coldstart_system::bpf;
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// The calls recorded: (tracepoint, field holding a name, field holding
@@ -174,7 +175,7 @@ pub struct Recorded {
 pub struct NameRecorder {
     /// The programs' attachments; closing them detaches the programs.
     _attached: Vec<OwnedFd>,
-    drops: OwnedFd,
+    drops: bpf::Map,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Recorded>>,
     /// Calls this kernel has no usable tracepoint for.
@@ -186,8 +187,8 @@ impl NameRecorder {
     /// tracefs root `root` and starts draining. Names looked up by this
     /// process itself are not recorded.
     pub fn start(root: &Path) -> io::Result<NameRecorder> {
-        let ring = create_map(BPF_MAP_TYPE_RINGBUF, 0, 0, RING_BYTES as u32)?;
-        let drops = create_map(BPF_MAP_TYPE_ARRAY, 4, 8, 1)?;
+        let ring = bpf::Map::ring_buffer(RING_BYTES as u32)?;
+        let drops = bpf::Map::array(8, 1)?;
         let own_tgid = std::process::id();
         let mut attached = Vec::new();
         let mut missing_calls = Vec::new();
@@ -209,7 +210,7 @@ impl NameRecorder {
                     format!("loading the name recorder's program for {call}: {e}"),
                 )
             })?;
-            attached.push(attach(layout.id, &program)?);
+            attached.push(bpf::attach_to_tracepoint(layout.id, &program)?);
         }
         for (index, &call) in EXITS.iter().enumerate() {
             let dir = root
@@ -231,7 +232,7 @@ impl NameRecorder {
                     format!("loading the name recorder's program for {call}'s exit: {e}"),
                 )
             })?;
-            attached.push(attach(id, &program)?);
+            attached.push(bpf::attach_to_tracepoint(id, &program)?);
         }
         if missing_calls.contains(&"openat") {
             return Err(io::Error::new(
@@ -239,7 +240,7 @@ impl NameRecorder {
                 "this kernel has no syscalls/sys_enter_openat tracepoint",
             ));
         }
-        let reader = RingReader::map(ring)?;
+        let reader = bpf::RingReader::map(ring)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
@@ -266,7 +267,11 @@ impl NameRecorder {
             .take()
             .and_then(|t| t.join().ok())
             .unwrap_or_default();
-        recorded.dropped = lookup_u64(&self.drops, 0).unwrap_or(0);
+        let mut dropped = [0u8; 8];
+        recorded.dropped = match self.drops.lookup(&0u32.to_ne_bytes(), &mut dropped) {
+            Ok(()) => u64::from_ne_bytes(dropped),
+            Err(_) => 0,
+        };
         recorded
     }
 }
@@ -355,26 +360,13 @@ fn exit_layout(dir: &Path) -> Option<(u64, i16)> {
     Some((id, offset.parse().ok()?))
 }
 
-// The BPF interface, as linux/bpf.h defines it.
-const BPF_MAP_CREATE: libc::c_long = 0;
-const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
-const BPF_PROG_LOAD: libc::c_long = 5;
-const BPF_MAP_TYPE_ARRAY: u32 = 2;
-const BPF_MAP_TYPE_RINGBUF: u32 = 27;
-const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+// The BPF helpers the programs call, as linux/bpf.h numbers them.
 const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
 const HELPER_KTIME_GET_NS: i32 = 5;
 const HELPER_GET_CURRENT_PID_TGID: i32 = 14;
 const HELPER_PROBE_READ_USER_STR: i32 = 114;
 const HELPER_RINGBUF_RESERVE: i32 = 131;
 const HELPER_RINGBUF_SUBMIT: i32 = 132;
-const RINGBUF_BUSY: u32 = 1 << 31;
-const RINGBUF_DISCARD: u32 = 1 << 30;
-const RINGBUF_HEADER: usize = 8;
-const PERF_TYPE_TRACEPOINT: u32 = 2;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
-const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// One BPF instruction, as the kernel reads it.
 #[derive(Clone, Copy)]
@@ -432,8 +424,8 @@ fn exit() -> Insn {
     insn(0x95, 0, 0, 0, 0)
 }
 /// Two instructions loading a map's descriptor (BPF_PSEUDO_MAP_FD).
-fn load_map(dst: u8, map: &OwnedFd) -> [Insn; 2] {
-    [insn(0x18, dst, 1, 0, map.as_raw_fd()), insn(0, 0, 0, 0, 0)]
+fn load_map(dst: u8, map: &bpf::Map) -> [Insn; 2] {
+    [insn(0x18, dst, 1, 0, map.raw_fd()), insn(0, 0, 0, 0, 0)]
 }
 
 /// The program for one call: skip this process's own calls; reserve a
@@ -442,8 +434,8 @@ fn program(
     layout: &Layout,
     call_index: i32,
     own_tgid: u32,
-    ring: &OwnedFd,
-    drops: &OwnedFd,
+    ring: &bpf::Map,
+    drops: &bpf::Map,
 ) -> Vec<Insn> {
     let mut p = Vec::new();
     let jumps = reserve(&mut p, RECORD_BYTES as i32, call_index, own_tgid, ring);
@@ -476,8 +468,8 @@ fn exit_program(
     ret_offset: i16,
     call_index: i32,
     own_tgid: u32,
-    ring: &OwnedFd,
-    drops: &OwnedFd,
+    ring: &bpf::Map,
+    drops: &bpf::Map,
 ) -> Vec<Insn> {
     let mut p = Vec::new();
     let jumps = reserve(&mut p, EXIT_RECORD_BYTES, call_index, own_tgid, ring);
@@ -503,7 +495,13 @@ struct Jumps {
 /// Starts a program: r6 = the context; returns unless the caller is another
 /// process; reserves `bytes` of the ring buffer into r8 and fills in the
 /// time, pid_tgid (also kept in r7) and `call_index`.
-fn reserve(p: &mut Vec<Insn>, bytes: i32, call_index: i32, own_tgid: u32, ring: &OwnedFd) -> Jumps {
+fn reserve(
+    p: &mut Vec<Insn>,
+    bytes: i32,
+    call_index: i32,
+    own_tgid: u32,
+    ring: &bpf::Map,
+) -> Jumps {
     p.extend([
         mov_reg(6, 1),
         call(HELPER_GET_CURRENT_PID_TGID),
@@ -533,7 +531,7 @@ fn reserve(p: &mut Vec<Insn>, bytes: i32, call_index: i32, own_tgid: u32, ring: 
 
 /// Ends a program: counts a drop in the drops map, returns 0; patches the
 /// jumps of [`reserve`] to here.
-fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &OwnedFd) -> Vec<Insn> {
+fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &bpf::Map) -> Vec<Insn> {
     let Jumps { skip_own, full } = jumps;
     let drop_count = p.len();
     p.extend([
@@ -556,60 +554,6 @@ fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &OwnedFd) -> Vec<Insn> {
     p
 }
 
-/// The `bpf(2)` system call with an attribute block of `attr`'s size.
-fn bpf(command: libc::c_long, attr: &mut [u64]) -> io::Result<i32> {
-    // SAFETY: the attribute block is valid for its length; the kernel
-    // reads and writes at most that many bytes.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            command,
-            attr.as_mut_ptr(),
-            std::mem::size_of_val(attr),
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as i32)
-    }
-}
-
-/// Puts two u32 fields into one u64 word of an attribute block (little
-/// or big endian alike: field order in memory is what counts).
-fn pair(first: u32, second: u32) -> u64 {
-    let mut bytes = [0u8; 8];
-    bytes[..4].copy_from_slice(&first.to_ne_bytes());
-    bytes[4..].copy_from_slice(&second.to_ne_bytes());
-    u64::from_ne_bytes(bytes)
-}
-
-fn owned(fd: i32) -> OwnedFd {
-    // SAFETY: fd was just returned to us by the kernel and is ours alone.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
-
-fn create_map(map_type: u32, key_size: u32, value_size: u32, entries: u32) -> io::Result<OwnedFd> {
-    // map_type, key_size, value_size, max_entries, map_flags, ...
-    let mut attr = [0u64; 16];
-    attr[0] = pair(map_type, key_size);
-    attr[1] = pair(value_size, entries);
-    bpf(BPF_MAP_CREATE, &mut attr)
-        .map(owned)
-        .map_err(|e| io::Error::new(e.kind(), format!("creating a BPF map: {e}")))
-}
-
-fn lookup_u64(map: &OwnedFd, key: u32) -> io::Result<u64> {
-    let mut value = 0u64;
-    // map_fd, pad, key, value, flags
-    let mut attr = [0u64; 4];
-    attr[0] = pair(map.as_raw_fd() as u32, 0);
-    attr[1] = &key as *const u32 as u64;
-    attr[2] = &mut value as *mut u64 as u64;
-    bpf(BPF_MAP_LOOKUP_ELEM, &mut attr)?;
-    Ok(value)
-}
-
 fn load_program(insns: &[Insn]) -> io::Result<OwnedFd> {
     let mut code = Vec::with_capacity(insns.len() * 8);
     for i in insns {
@@ -620,179 +564,11 @@ fn load_program(insns: &[Insn]) -> io::Result<OwnedFd> {
     }
     // GPL-compatible: bpf_probe_read_user_str is offered only to such
     // programs. The program is this file's own code, under MIT as well.
-    let license = c"Dual MIT/GPL";
-    let mut log = vec![0u8; 64 << 10];
-    // prog_type, insn_cnt, insns, license, log_level, log_size, log_buf,
-    // kern_version, ...
-    let mut attr = [0u64; 20];
-    attr[0] = pair(BPF_PROG_TYPE_TRACEPOINT, insns.len() as u32);
-    attr[1] = code.as_ptr() as u64;
-    attr[2] = license.as_ptr() as u64;
-    attr[3] = pair(1, log.len() as u32);
-    attr[4] = log.as_mut_ptr() as u64;
-    match bpf(BPF_PROG_LOAD, &mut attr) {
-        Ok(fd) => Ok(owned(fd)),
-        Err(e) => {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let verifier = String::from_utf8_lossy(&log[..end]);
-            let last = verifier.lines().rev().find(|l| !l.trim().is_empty());
-            Err(io::Error::new(
-                e.kind(),
-                match last {
-                    Some(line) => format!("{e} (verifier: {line})"),
-                    None => e.to_string(),
-                },
-            ))
-        }
-    }
-}
-
-/// Opens the tracepoint as a perf event on CPU 0 (a tracepoint's BPF
-/// programs run on every CPU) and attaches the program.
-fn attach(tracepoint: u64, program: &OwnedFd) -> io::Result<OwnedFd> {
-    // perf_event_attr: type, size, config, sample_period, the rest zero.
-    let mut attr = [0u64; 16];
-    attr[0] = pair(PERF_TYPE_TRACEPOINT, std::mem::size_of_val(&attr) as u32);
-    attr[1] = tracepoint;
-    attr[2] = 1;
-    // SAFETY: the attribute block is valid and sized as its size field says.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            attr.as_mut_ptr(),
-            -1 as libc::pid_t,
-            0 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("opening tracepoint {tracepoint} as a perf event: {e}"),
-        ));
-    }
-    let event = owned(fd as i32);
-    // SAFETY: ioctls on a descriptor we own, with an int argument.
-    unsafe {
-        if libc::ioctl(
-            event.as_raw_fd(),
-            PERF_EVENT_IOC_SET_BPF,
-            program.as_raw_fd(),
-        ) != 0
-            || libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE, 0) != 0
-        {
-            let e = io::Error::last_os_error();
-            return Err(io::Error::new(
-                e.kind(),
-                format!("attaching the name recorder's program: {e}"),
-            ));
-        }
-    }
-    Ok(event)
-}
-
-/// The consumer's side of a BPF ring buffer.
-struct RingReader {
-    _map: OwnedFd,
-    consumer: *mut u8,
-    producer: *mut u8,
-    page: usize,
-}
-
-// SAFETY: the mappings are only used by the one thread that owns the reader.
-unsafe impl Send for RingReader {}
-
-impl RingReader {
-    fn map(map: OwnedFd) -> io::Result<RingReader> {
-        let page = coldstart_system::cache::page_size() as usize;
-        // SAFETY: mapping the ring buffer's pages as the kernel lays them
-        // out: the consumer page writable, then the producer page and the
-        // data area (mapped twice in a row) read-only.
-        unsafe {
-            let consumer = libc::mmap(
-                std::ptr::null_mut(),
-                page,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                map.as_raw_fd(),
-                0,
-            );
-            if consumer == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            let producer = libc::mmap(
-                std::ptr::null_mut(),
-                page + 2 * RING_BYTES,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                map.as_raw_fd(),
-                page as libc::off_t,
-            );
-            if producer == libc::MAP_FAILED {
-                let e = io::Error::last_os_error();
-                libc::munmap(consumer, page);
-                return Err(e);
-            }
-            Ok(RingReader {
-                _map: map,
-                consumer: consumer.cast(),
-                producer: producer.cast(),
-                page,
-            })
-        }
-    }
-
-    fn consumer_pos(&self) -> &AtomicU64 {
-        // SAFETY: the first word of the consumer page, 8-aligned, mapped
-        // for the reader's life.
-        unsafe { &*(self.consumer as *const AtomicU64) }
-    }
-
-    fn producer_pos(&self) -> &AtomicU64 {
-        // SAFETY: as above, on the producer page.
-        unsafe { &*(self.producer as *const AtomicU64) }
-    }
-
-    /// Hands every submitted record to `each`, in order, and frees them.
-    fn drain(&self, mut each: impl FnMut(&[u8])) {
-        let mut consumer = self.consumer_pos().load(Ordering::Acquire);
-        let producer = self.producer_pos().load(Ordering::Acquire);
-        // SAFETY: data starts one page after the producer page; the kernel
-        // maps it twice in a row, so a record never wraps.
-        let data = unsafe { self.producer.add(self.page) };
-        while consumer < producer {
-            let at = (consumer as usize) & (RING_BYTES - 1);
-            // SAFETY: the header is 8-aligned inside the data area.
-            let header = unsafe { &*(data.add(at) as *const AtomicU32) };
-            let length = header.load(Ordering::Acquire);
-            if length & RINGBUF_BUSY != 0 {
-                break;
-            }
-            let bytes = (length & !(RINGBUF_BUSY | RINGBUF_DISCARD)) as usize;
-            if length & RINGBUF_DISCARD == 0 {
-                // SAFETY: a committed record of `bytes` bytes after its header.
-                each(unsafe { std::slice::from_raw_parts(data.add(at + RINGBUF_HEADER), bytes) });
-            }
-            consumer += (RINGBUF_HEADER + bytes).next_multiple_of(8) as u64;
-            self.consumer_pos().store(consumer, Ordering::Release);
-        }
-    }
-}
-
-impl Drop for RingReader {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped.
-        unsafe {
-            libc::munmap(self.consumer.cast(), self.page);
-            libc::munmap(self.producer.cast(), self.page + 2 * RING_BYTES);
-        }
-    }
+    bpf::load_tracepoint_program(&code, c"Dual MIT/GPL")
 }
 
 /// Drains every few milliseconds until `stop`, then once more.
-fn drain_until(reader: RingReader, stop: &AtomicBool) -> Recorded {
+fn drain_until(reader: bpf::RingReader, stop: &AtomicBool) -> Recorded {
     let mut resolver = Resolver::default();
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -800,13 +576,7 @@ fn drain_until(reader: RingReader, stop: &AtomicBool) -> Recorded {
         if stopping {
             return resolver.recorded;
         }
-        let mut poll = libc::pollfd {
-            fd: reader._map.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut poll, 1, 10) };
+        reader.wait(10);
     }
 }
 

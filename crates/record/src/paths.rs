@@ -8,11 +8,12 @@
 //! opens during the run (already open before it) are looked up in the
 //! live processes' /proc/PID/maps, which also carry device and inode.
 
+use coldstart_system::fanotify::{self, OpenEvents};
 use coldstart_system::proc;
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -46,16 +47,7 @@ impl OpenWatcher {
     /// Starts watching opens on every mounted filesystem backed by a device
     /// or otherwise holding regular files.
     pub fn start() -> io::Result<OpenWatcher> {
-        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_UNLIMITED_QUEUE;
-        let event_flags =
-            (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME) as u32;
-        // SAFETY: plain syscall wrapper.
-        let fd = unsafe { libc::fanotify_init(flags, event_flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fanotify_init returned a fresh descriptor we own.
-        let group = unsafe { OwnedFd::from_raw_fd(fd) };
+        let group = OpenEvents::new()?;
         let mut unwatched = Vec::new();
         let mut marked_devices = Vec::new();
         for proc::Mount { target, fstype } in proc::mounts() {
@@ -65,27 +57,13 @@ impl OpenWatcher {
             if marked_devices.contains(&meta.dev()) || is_pseudo(&fstype) {
                 continue;
             }
-            let Ok(c_target) = std::ffi::CString::new(target.as_os_str().as_bytes()) else {
+            // A path with a NUL in it cannot be named to the kernel.
+            if target.as_os_str().as_bytes().contains(&0) {
                 continue;
-            };
-            // SAFETY: valid descriptor and NUL-terminated path.
-            let rc = unsafe {
-                libc::fanotify_mark(
-                    group.as_raw_fd(),
-                    libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
-                    libc::FAN_OPEN | libc::FAN_OPEN_EXEC,
-                    libc::AT_FDCWD,
-                    c_target.as_ptr(),
-                )
-            };
-            if rc == 0 {
-                marked_devices.push(meta.dev());
-            } else {
-                unwatched.push(format!(
-                    "{} ({fstype}): {}",
-                    target.display(),
-                    io::Error::last_os_error()
-                ));
+            }
+            match group.watch_filesystem(&target) {
+                Ok(()) => marked_devices.push(meta.dev()),
+                Err(e) => unwatched.push(format!("{} ({fstype}): {e}", target.display())),
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -148,14 +126,9 @@ fn is_pseudo(fstype: &str) -> bool {
 
 const EVENT_BUFFER: usize = 64 * 1024;
 
-fn collect(group: OwnedFd, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFile> {
+fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFile> {
     let mut seen: HashMap<FileIdentity, SeenFile> = HashMap::new();
     let mut buf = vec![0u8; EVENT_BUFFER];
-    let mut poll = libc::pollfd {
-        fd: group.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
     // After the stop request, drain what is queued, then leave.
     let mut draining = false;
     loop {
@@ -163,73 +136,47 @@ fn collect(group: OwnedFd, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFile>
             draining = true;
         }
         let timeout_ms = if draining { 0 } else { 20 };
-        // SAFETY: one valid pollfd.
-        let ready = unsafe { libc::poll(&mut poll, 1, timeout_ms) };
-        if ready <= 0 {
+        if !group.wait(timeout_ms) {
             if draining {
                 return seen;
             }
             continue;
         }
-        // SAFETY: buf is writable for its length.
-        let n = unsafe { libc::read(group.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
+        let read = group.read(&mut buf, |opened| {
+            record(&opened.file, opened.pid, &mut seen)
+        });
+        if !matches!(read, Ok(n) if n > 0) {
             if draining {
                 return seen;
             }
             std::thread::sleep(Duration::from_millis(5));
-            continue;
         }
-        parse_events(&buf[..n as usize], &mut seen);
     }
 }
 
-fn parse_events(mut bytes: &[u8], seen: &mut HashMap<FileIdentity, SeenFile>) {
-    let header = std::mem::size_of::<libc::fanotify_event_metadata>();
-    while bytes.len() >= header {
-        // SAFETY: at least one header's worth of bytes; read_unaligned
-        // copes with any alignment.
-        let meta: libc::fanotify_event_metadata =
-            unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-        let len = meta.event_len as usize;
-        if len < header || len > bytes.len() {
-            return;
-        }
-        if meta.fd >= 0 {
-            // SAFETY: the kernel handed us this descriptor with the event.
-            let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
-            record(&fd, meta.pid, seen);
-        }
-        bytes = &bytes[len..];
-    }
-}
-
-fn record(fd: &OwnedFd, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>) {
-    // SAFETY: zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and out-pointer.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+fn record(file: &fs::File, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>) {
+    let Ok(meta) = file.metadata() else {
+        return;
+    };
+    if !meta.is_file() {
         return;
     }
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return;
-    }
-    let key = (st.st_dev, st.st_ino);
+    let key = (meta.dev(), meta.ino());
     if let Some(file) = seen.get_mut(&key) {
         if !file.openers.contains(&pid) {
             file.openers.push(pid);
         }
         return;
     }
-    let Ok(path) = fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) else {
+    let Ok(path) = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
         return;
     };
     seen.insert(
         key,
         SeenFile {
             path: path.to_string_lossy().into_owned(),
-            size: st.st_size as u64,
-            mtime_ns: st.st_mtime * 1_000_000_000 + st.st_mtime_nsec,
+            size: meta.size(),
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
             openers: vec![pid],
         },
     );
@@ -298,17 +245,6 @@ pub struct HandleResolver {
     mounts: HashMap<u64, OwnedFd>,
 }
 
-/// FILEID_INO32_GEN in the kernel's exportfs.h.
-const FILEID_INO32_GEN: i32 = 1;
-
-#[repr(C)]
-struct InodeHandle {
-    handle_bytes: u32,
-    handle_type: i32,
-    ino: u32,
-    generation: u32,
-}
-
 impl HandleResolver {
     /// Opens a mount of each ext4 filesystem. Any mount of it will do: a
     /// path found through one is checked against the inode it must name.
@@ -340,28 +276,7 @@ impl HandleResolver {
     pub fn path(&self, identity: FileIdentity) -> Option<String> {
         let (dev, ino) = identity;
         let mount = self.mounts.get(&dev)?;
-        let mut handle = InodeHandle {
-            handle_bytes: 8,
-            handle_type: FILEID_INO32_GEN,
-            ino: u32::try_from(ino).ok()?,
-            generation: 0,
-        };
-        // SAFETY: the handle is a valid struct file_handle of 8 bytes of
-        // payload; the kernel only reads it. The descriptor returned, if
-        // any, is ours.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_open_by_handle_at,
-                mount.as_raw_fd(),
-                &mut handle as *mut InodeHandle,
-                libc::O_PATH | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: a fresh descriptor from the kernel.
-        let file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        let file = fanotify::open_inode(mount, u32::try_from(ino).ok()?).ok()?;
         let link = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
         let path = link.to_str()?.to_string();
         // A disconnected or deleted inode has no usable path; anything else

@@ -602,6 +602,98 @@ pub fn precache_extents(file: &File) -> io::Result<bool> {
     Ok(true)
 }
 
+/// Tells the kernel that reads through this open file are random, so that
+/// none of them starts a readahead window (`POSIX_FADV_RANDOM`). The advice
+/// belongs to this open file, not to other openers of the same file.
+pub fn advise_random(file: &File) -> io::Result<()> {
+    rustix::fs::fadvise(file, 0, None, rustix::fs::Advice::Random)?;
+    Ok(())
+}
+
+/// Asks the kernel to read `[offset, offset + len)` of `file` into the page
+/// cache in the background (`POSIX_FADV_WILLNEED`).
+pub fn advise_willneed(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    rustix::fs::fadvise(
+        file,
+        offset,
+        std::num::NonZeroU64::new(len),
+        rustix::fs::Advice::WillNeed,
+    )?;
+    Ok(())
+}
+
+/// readahead(2): starts reading `[offset, offset + len)` of `file` into the
+/// page cache and returns once the reads are queued.
+pub fn readahead(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let offset =
+        libc::off64_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: no pointers; rustix has no readahead(2).
+    if unsafe { libc::readahead(file.as_raw_fd(), offset, len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How [`fault_in`] brings a mapped range into the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultIn {
+    /// MADV_POPULATE_READ (Linux 5.14) after MADV_RANDOM, which keeps
+    /// read-around from reading past the range; one byte per page when the
+    /// kernel lacks it.
+    Populate,
+    /// One byte read per page, with the kernel's read-around, as vmtouch
+    /// does.
+    TouchEachPage,
+}
+
+/// Maps `[offset, offset + len)` of `file` (cut at its size) read-only,
+/// faults every page in by `how`, and unmaps it.
+pub fn fault_in(file: &File, offset: u64, len: u64, how: FaultIn) -> io::Result<()> {
+    let size = file.metadata()?.size();
+    let end = offset.saturating_add(len).min(size);
+    if end <= offset {
+        return Ok(());
+    }
+    let page = page_size();
+    let start = offset / page * page;
+    let length = usize::try_from(end - start).map_err(io::Error::other)?;
+    // SAFETY: a read-only mapping within the file's size; a concurrent
+    // truncation could fault the reads below, as it would any reader's.
+    let map = unsafe {
+        memmap2::MmapOptions::new()
+            .offset(start)
+            .len(length)
+            .map(file)?
+    };
+    let populated = how == FaultIn::Populate && {
+        let _ = map.advise(memmap2::Advice::Random);
+        map.advise(memmap2::Advice::PopulateRead).is_ok()
+    };
+    if !populated {
+        let sum = (0..length)
+            .step_by(page as usize)
+            .fold(0u8, |sum, at| sum.wrapping_add(map[at]));
+        std::hint::black_box(sum);
+    }
+    Ok(())
+}
+
+/// Reads a directory's entries once, so that later lookups in it find them
+/// cached, without touching its access time: a directory this process may
+/// not open with O_NOATIME (another user's) is left unread rather than
+/// marked as read.
+pub fn read_directory_once(path: &Path) {
+    use rustix::fs::{CWD, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOATIME | OFlags::CLOEXEC;
+    let Ok(directory) = rustix::fs::openat(CWD, path, flags, Mode::empty()) else {
+        return;
+    };
+    let mut buffer = [std::mem::MaybeUninit::<u8>::uninit(); 16 << 10];
+    let mut entries = rustix::fs::RawDir::new(directory, &mut buffer);
+    while let Some(Ok(_)) = entries.next() {}
+}
+
 fn cachestat_range(file: &File, offset: u64, len: u64) -> io::Result<Option<Cachestat>> {
     let Some(nr) = SYS_CACHESTAT else {
         return Ok(None);

@@ -1,21 +1,26 @@
 //! coldstart's system room, below every other: what the tool asks of the
 //! operating system. Starting the measured program as the right user and
-//! watching its process tree (`launch`), controlling and measuring the page
+//! watching its process tree (`launch`), forking the prefetch launcher's
+//! detached prefetcher and watching for the program's exit (`process`), controlling and measuring the page
 //! cache (`cache`), evicting or checking a set of files with per-file results
 //! (`eviction`) and finding the files a path names (`walk`), overriding
 //! device readahead for a run (`readahead`), reading build-ids without disturbing the cache (`build_id`), telling
 //! a recorded file from a later one at the same path (`identity`), and every
-//! /proc parser (`proc`). It knows nothing of profiles or traces, so the
+//! /proc parser (`proc`), the BPF calls of the name recorder (`bpf`),
+//! and the fanotify group and inode handles that name traced files (`fanotify`). It knows nothing of profiles or traces, so the
 //! prefetch launcher can use it without linking the tracer or SQLite.
 //!
 //! Linux only.
 
+pub mod bpf;
 pub mod build_id;
 pub mod cache;
 mod cgroup;
 pub mod eviction;
+pub mod fanotify;
 pub mod identity;
 pub mod launch;
 pub mod proc;
+pub mod process;
 pub mod readahead;
 pub mod walk;

@@ -102,6 +102,18 @@ pub fn mounts() -> Vec<Mount> {
         .unwrap_or_default()
 }
 
+/// Mounts tracefs at `target`.
+pub fn mount_tracefs(target: &Path) -> io::Result<()> {
+    rustix::mount::mount(
+        "tracefs",
+        target,
+        "tracefs",
+        rustix::mount::MountFlags::empty(),
+        None,
+    )?;
+    Ok(())
+}
+
 /// The first mount of a filesystem type.
 pub fn mount_of_type(fstype: &str) -> Option<PathBuf> {
     mounts()

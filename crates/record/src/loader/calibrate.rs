@@ -71,16 +71,7 @@ pub fn call_ns() -> Option<f64> {
 /// One `dlopen(LOADED, RTLD_NOW | RTLD_NOLOAD)` and the `dlclose` that
 /// gives its reference back.
 fn reopen_loaded() -> Option<()> {
-    // SAFETY: dlopen with RTLD_NOLOAD only looks up an object the process
-    // already has; the handle is closed at once.
-    unsafe {
-        let handle = libc::dlopen(LOADED.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
-        if handle.is_null() {
-            return None;
-        }
-        libc::dlclose(handle);
-    }
-    Some(())
+    coldstart_system::process::reopen_loaded(LOADED).then_some(())
 }
 
 /// The cost of one hit in ns from a call's time without and with the

@@ -78,25 +78,11 @@ pub fn tracefs_root() -> Result<PathBuf, TraceError> {
         return Ok(target);
     }
     let target = Path::new("/sys/kernel/tracing");
-    let source = c"tracefs";
-    let fstype = c"tracefs";
-    let c_target = c"/sys/kernel/tracing";
-    // SAFETY: all pointers are valid NUL-terminated strings; data is null.
-    let rc = unsafe {
-        libc::mount(
-            source.as_ptr(),
-            c_target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
+    if let Err(e) = proc::mount_tracefs(target) {
         return Err(TraceError::NoTracefs {
             detail: format!(
-                "not mounted, and mounting it at {} failed: {}",
-                target.display(),
-                io::Error::last_os_error()
+                "not mounted, and mounting it at {} failed: {e}",
+                target.display()
             ),
         });
     }

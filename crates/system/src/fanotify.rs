@@ -1,0 +1,148 @@
+//! Learning which files are opened, and opening a file by its inode number:
+//! how the tracer names the files trace events give only as device and
+//! inode. A notification-class fanotify group marked on whole filesystems
+//! hands over each open with a descriptor of the very file; for files
+//! nobody opens, ext4's file handles open an inode by number.
+//!
+//! rustix has no fanotify and nix's would add a dependency to every program
+//! that links this crate (the small `coldstart-run` among them), for four
+//! calls: they are raw here, each with why it is sound.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// A fanotify group reporting opens and execs, never blocking them.
+#[derive(Debug)]
+pub struct OpenEvents {
+    group: OwnedFd,
+}
+
+/// One open the group reported.
+#[derive(Debug)]
+pub struct Opened {
+    /// The opened file, opened again for us (read-only, O_NOATIME).
+    pub file: File,
+    /// The process (tgid) that opened it.
+    pub pid: i32,
+}
+
+impl OpenEvents {
+    /// A notification group with an unlimited queue (needs CAP_SYS_ADMIN).
+    pub fn new() -> io::Result<OpenEvents> {
+        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_UNLIMITED_QUEUE;
+        let event_flags =
+            (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME) as u32;
+        // SAFETY: no pointers; a descriptor or -1 comes back.
+        let fd = unsafe { libc::fanotify_init(flags, event_flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fanotify_init returned a fresh descriptor we own.
+        let group = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(OpenEvents { group })
+    }
+
+    /// Reports opens and execs anywhere on the filesystem mounted at `mount`.
+    pub fn watch_filesystem(&self, mount: &Path) -> io::Result<()> {
+        let path = CString::new(mount.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: our group's descriptor and a NUL-terminated path.
+        let rc = unsafe {
+            libc::fanotify_mark(
+                self.group.as_raw_fd(),
+                libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+                libc::FAN_OPEN | libc::FAN_OPEN_EXEC,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout_ms` for events; whether some are queued.
+    pub fn wait(&self, timeout_ms: u64) -> bool {
+        let timeout = rustix::event::Timespec {
+            tv_sec: (timeout_ms / 1000) as _,
+            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &self.group,
+            rustix::event::PollFlags::IN,
+        )];
+        matches!(rustix::event::poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
+    }
+
+    /// Reads the queued events into `buffer` and hands each open to `each`;
+    /// Ok(0) or an error when nothing could be read.
+    pub fn read(&self, buffer: &mut [u8], mut each: impl FnMut(Opened)) -> io::Result<usize> {
+        let n = rustix::io::read(&self.group, &mut *buffer)?;
+        let mut bytes = &buffer[..n];
+        let header = std::mem::size_of::<libc::fanotify_event_metadata>();
+        while bytes.len() >= header {
+            // SAFETY: at least one header's worth of bytes; read_unaligned
+            // copes with any alignment.
+            let meta: libc::fanotify_event_metadata =
+                unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+            let len = meta.event_len as usize;
+            if len < header || len > bytes.len() {
+                break;
+            }
+            if meta.fd >= 0 {
+                // SAFETY: the kernel handed us this descriptor with the event.
+                let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
+                each(Opened {
+                    file: File::from(fd),
+                    pid: meta.pid,
+                });
+            }
+            bytes = &bytes[len..];
+        }
+        Ok(n)
+    }
+}
+
+/// FILEID_INO32_GEN in the kernel's exportfs.h.
+const FILEID_INO32_GEN: i32 = 1;
+
+/// A struct file_handle of type FILEID_INO32_GEN.
+#[repr(C)]
+struct InodeHandle {
+    handle_bytes: u32,
+    handle_type: i32,
+    ino: u32,
+    generation: u32,
+}
+
+/// Opens (O_PATH) inode `ino` of the filesystem `mount` (a directory
+/// descriptor on it, not O_PATH) by an ext4 file handle of generation 0,
+/// which names an inode by number alone. Needs CAP_DAC_READ_SEARCH.
+pub fn open_inode(mount: impl AsFd, ino: u32) -> io::Result<File> {
+    let mut handle = InodeHandle {
+        handle_bytes: 8,
+        handle_type: FILEID_INO32_GEN,
+        ino,
+        generation: 0,
+    };
+    // SAFETY: the handle is a valid struct file_handle of 8 bytes of
+    // payload; the kernel only reads it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            mount.as_fd().as_raw_fd(),
+            &mut handle as *mut InodeHandle,
+            libc::O_PATH | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor from the kernel.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+}
