@@ -6,6 +6,7 @@ use crate::environment::Environment;
 use crate::stats::{self, Ratio, Summary};
 use coldstart_system::cache::{self, CacheMode};
 use coldstart_system::launch::{self, EndReason, LaunchSpec};
+use coldstart_system::process::children_usage;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -421,30 +422,6 @@ fn judge(options: &Options, command: usize, measured: &Measurement) -> Option<Ru
         read_bytes: measured.read_bytes,
         still_resident_pages: None,
     })
-}
-
-/// What the reaped descendants of coldstart have used so far.
-#[derive(Debug, Clone, Copy, Default)]
-struct Usage {
-    major_faults: u64,
-    minor_faults: u64,
-    read_bytes: u64,
-}
-
-/// getrusage(RUSAGE_CHILDREN): every descendant that has been reaped, at any
-/// depth (a process's own reaped children are added to it when it is
-/// reaped; orphans re-parent to coldstart, the subreaper). ru_inblock is the
-/// task's read_bytes accounting in 512-byte units.
-fn children_usage() -> Usage {
-    // SAFETY: zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer; RUSAGE_CHILDREN always exists.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    Usage {
-        major_faults: usage.ru_majflt.max(0) as u64,
-        minor_faults: usage.ru_minflt.max(0) as u64,
-        read_bytes: usage.ru_inblock.max(0) as u64 * 512,
-    }
 }
 
 fn summarize(options: &Options, runs: &[RunRecord]) -> Vec<VariantResult> {

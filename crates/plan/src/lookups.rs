@@ -120,18 +120,11 @@ fn on_disk_inode(path: &str) -> Option<u64> {
 
 /// Whether `path` is on a filesystem with a disk behind it and no server.
 fn replayable_filesystem(path: &std::path::Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+    let Ok(magic) = coldstart_system::filesystem::magic_of_path(path) else {
         return false;
     };
-    // SAFETY: statfs writes one struct statfs; it is zeroed plain data.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid C string and a valid out pointer.
-    if unsafe { libc::statfs(c_path.as_ptr(), &mut fs) } != 0 {
-        return false;
-    }
-    // linux/magic.h; f_type's width differs between architectures.
-    const NOT_REPLAYED: &[i64] = &[
+    // linux/magic.h.
+    const NOT_REPLAYED: &[u64] = &[
         0x9fa0,      // proc
         0x6265_6572, // sysfs
         0x0102_1994, // tmpfs (and devtmpfs)
@@ -149,7 +142,7 @@ fn replayable_filesystem(path: &std::path::Path) -> bool {
         0x6573_5546, // fuse
         0x0187,      // autofs
     ];
-    !NOT_REPLAYED.contains(&(fs.f_type as u32 as i64))
+    !NOT_REPLAYED.contains(&magic)
 }
 
 /// The order the start needs them, then inode number, then path: the

@@ -578,17 +578,10 @@ pub fn cached_pages_in(file: &File, offset: u64, len: u64) -> io::Result<Option<
 pub fn precache_extents(file: &File) -> io::Result<bool> {
     // linux/magic.h: ext2, ext3 and ext4 share it; the ext4 driver, which
     // mounts all three here, knows the call, and any other answers ENOTTY.
-    const EXT4_SUPER_MAGIC: u32 = 0xef53;
+    const EXT4_SUPER_MAGIC: u64 = 0xef53;
     // _IO('f', 18), fs/ext4/ext4.h.
     const EXT4_IOC_PRECACHE_EXTENTS: libc::c_ulong = 0x6612;
-    // SAFETY: fstatfs writes one struct statfs; it is zeroed plain data.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a descriptor we hold and a valid out pointer.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // f_type's width differs between architectures.
-    if fs.f_type as u32 != EXT4_SUPER_MAGIC {
+    if crate::filesystem::magic_of_file(file)? != EXT4_SUPER_MAGIC {
         return Ok(false);
     }
     // SAFETY: an ioctl without an argument on a descriptor we hold.

@@ -35,8 +35,7 @@ pub fn monotonic_ns() -> i64 {
 /// Whether coldstart runs as root, as tracing and dropping the whole page
 /// cache need.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::process::effective_uid() == 0
 }
 
 /// Who the program runs as.

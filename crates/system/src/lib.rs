@@ -18,6 +18,7 @@ pub mod cache;
 mod cgroup;
 pub mod eviction;
 pub mod fanotify;
+pub mod filesystem;
 pub mod identity;
 pub mod launch;
 pub mod proc;

@@ -176,6 +176,33 @@ pub fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
+/// What the reaped descendants of this process have used so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChildrenUsage {
+    pub major_faults: u64,
+    pub minor_faults: u64,
+    pub read_bytes: u64,
+}
+
+/// getrusage(RUSAGE_CHILDREN): every descendant that has been reaped, at any
+/// depth (a process's own reaped children are added to it when it is
+/// reaped; orphans re-parent to a subreaper). ru_inblock is the task's
+/// read_bytes accounting in 512-byte units. rustix has no getrusage.
+pub fn children_usage() -> ChildrenUsage {
+    // SAFETY: getrusage fills the zeroed plain-data struct it is given;
+    // RUSAGE_CHILDREN always exists.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    ChildrenUsage {
+        major_faults: usage.ru_majflt.max(0) as u64,
+        minor_faults: usage.ru_minflt.max(0) as u64,
+        read_bytes: usage.ru_inblock.max(0) as u64 * 512,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{set_thread_name, thread_name};
