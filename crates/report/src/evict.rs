@@ -21,13 +21,7 @@ pub fn render(report: &EvictReport) -> String {
             for chunk in runs.chunks(8) {
                 let list: Vec<String> = chunk
                     .iter()
-                    .map(|[a, b]| {
-                        if a == b {
-                            a.to_string()
-                        } else {
-                            format!("{a}-{b}")
-                        }
-                    })
+                    .map(|&run| crate::table::page_run(run))
                     .collect();
                 let blanks = vec![String::new(); 4];
                 table.row([blanks, vec![format!("  pages {}", list.join(" "))]].concat());

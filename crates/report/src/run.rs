@@ -303,13 +303,7 @@ fn file_symbols(out: &mut String, f: &FileReport, view: &RunView) {
 fn page_extents(out: &mut String, name: &str, extents: &[[u64; 2]]) {
     let text: Vec<String> = extents
         .iter()
-        .map(|[a, b]| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a}-{b}")
-            }
-        })
+        .map(|&run| crate::table::page_run(run))
         .collect();
     let _ = writeln!(out, "  {name}: {}", text.join(" "));
 }

@@ -126,6 +126,15 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// An inclusive run of pages: `n` for a single page, `a-b` for a run.
+pub fn page_run([first, last]: [u64; 2]) -> String {
+    if first == last {
+        first.to_string()
+    } else {
+        format!("{first}-{last}")
+    }
+}
+
 /// A section title: a Markdown level-3 heading, or a plain line after a
 /// blank one.
 pub fn heading(out: &mut String, style: Style, text: &str) {

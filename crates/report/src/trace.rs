@@ -174,7 +174,10 @@ pub fn render(s: &Summary) -> String {
         "  touched          {}{}",
         human_bytes(s.bytes_touched),
         s.read_amplification
-            .map(|a| format!("   (read amplification {a:.1}x)"))
+            .map(|a| format!(
+                "   (read amplification {})",
+                crate::ratio::amplification(Some(a))
+            ))
             .unwrap_or_default()
     );
     let _ = writeln!(out, "  read requests    {}", s.read_requests);
