@@ -736,9 +736,7 @@ fn new_file(module: &Module) -> NewFile {
         ino: module.ino,
         path: (!path.ends_with(" (deleted)")).then(|| path.into_owned()),
         size: meta.as_ref().map(|m| m.len()),
-        mtime_ns: meta
-            .as_ref()
-            .map(|m| m.mtime() * 1_000_000_000 + m.mtime_nsec()),
+        mtime_ns: meta.as_ref().map(coldstart_system::identity::mtime_ns),
         build_id: None,
         opened_by_tree: true,
     }

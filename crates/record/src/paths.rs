@@ -176,7 +176,7 @@ fn record(file: &fs::File, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>)
         SeenFile {
             path: path.to_string_lossy().into_owned(),
             size: meta.size(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            mtime_ns: coldstart_system::identity::mtime_ns(&meta),
             openers: vec![pid],
         },
     );

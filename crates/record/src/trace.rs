@@ -1343,7 +1343,7 @@ fn name_from_disk(file: &mut NewFile, path: String) {
     if let Ok(meta) = std::fs::symlink_metadata(&path) {
         use std::os::unix::fs::MetadataExt;
         file.size = Some(meta.size());
-        file.mtime_ns = Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec());
+        file.mtime_ns = Some(coldstart_system::identity::mtime_ns(&meta));
     }
     file.path = Some(path);
 }
