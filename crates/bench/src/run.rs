@@ -22,6 +22,29 @@ pub struct Variant {
     pub cache: CacheMode,
 }
 
+impl Variant {
+    /// Every command in every cache state, command by command: the names
+    /// are the commands' own, with the cache state added when there are
+    /// several.
+    pub fn each_in_each(names: Vec<String>, caches: &[CacheMode]) -> Vec<Variant> {
+        let mut variants = Vec::new();
+        for (command, name) in names.into_iter().enumerate() {
+            for &cache in caches {
+                variants.push(Variant {
+                    name: if caches.len() > 1 {
+                        format!("{name} ({})", cache.as_str())
+                    } else {
+                        name.clone()
+                    },
+                    command,
+                    cache,
+                });
+            }
+        }
+        variants
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     /// How to start each command and when it counts as ready.
