@@ -10,72 +10,24 @@ use crate::args::{CompilerArg, DemoArgs};
 use crate::output::{self, step};
 use anyhow::Context;
 use coldstart_binary::{InspectOptions, inspect_path};
-use coldstart_pipeline::bench::{Start, bench_starts, plan_effects};
+use coldstart_pipeline::bench::{Start, StartBench, bench_starts, plan_effects};
 use coldstart_pipeline::cold_start::{ColdStart, trace_cold_start};
-use coldstart_pipeline::demo::DemoReport;
+use coldstart_pipeline::demo::{DemoReport, PackedApp, pack_app};
 use coldstart_pipeline::order::{Plain, order_loop};
 use coldstart_pipeline::plan::compile_plan;
 use coldstart_prefetch::launcher::Wrapper;
 use coldstart_report::chart::ChartOptions;
-use coldstart_sample::{BuildEvent, BuildOptions, Compiler, SampleSpec, build, generate};
+use coldstart_sample::{
+    BuildEvent, BuildOptions, BuiltApp, Compiler, GroundTruth, SampleSpec, build, generate,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let spec = spec(args)?;
-    let source_dir = args.dir.join("src");
-    let build_dir = args.dir.join(if args.pack_relative_relocs {
-        "build-relr"
-    } else {
-        "build"
-    });
-    step(&format!(
-        "coldstart demo: sample app with {} translation units and {} functions (seed {})",
-        spec.translation_units, spec.functions, spec.seed
-    ));
-    let truth = generate(&spec, &source_dir)
-        .with_context(|| format!("generating the sample app in {}", source_dir.display()))?;
-    let build_options = BuildOptions {
-        compiler: match args.compiler {
-            CompilerArg::Gcc => Compiler::Gcc,
-            CompilerArg::Clang => Compiler::Clang,
-        },
-        pack_relative_relocs: args.pack_relative_relocs,
-        jobs: args.jobs.unwrap_or(BuildOptions::default().jobs),
-        ..BuildOptions::default()
-    };
-    let started = Instant::now();
-    let bar = output::progress(0, "compiling");
-    let app = build(
-        &source_dir,
-        &build_dir,
-        &build_options,
-        &mut |event| match event {
-            BuildEvent::Planned { to_compile, .. } => bar.set_length(to_compile as u64),
-            BuildEvent::Compiled { done, .. } => bar.set_position(done as u64),
-            BuildEvent::Linking { output } => bar.set_message(format!(
-                "linking {}",
-                output.file_name().unwrap_or_default().to_string_lossy()
-            )),
-        },
-    );
-    bar.finish_and_clear();
-    let app = app.with_context(|| format!("building the sample app in {}", build_dir.display()))?;
-    let build_seconds = started.elapsed().as_secs_f64();
-    step(&format!(
-        "built {} and {} in {build_seconds:.1} s",
-        app.executable.display(),
-        app.library.display()
-    ));
-    let startup_output = String::from_utf8_lossy(&app.run()?.stdout)
-        .trim()
-        .to_string();
-    step(&format!(
-        "ran it: it printed READY after calling {} of its {} functions",
-        truth.startup_order.len(),
-        truth.functions.len()
-    ));
+    let built = build_app(args, &spec)?;
+    let app = &built.app;
     let inspections = [&app.executable, &app.library]
         .into_iter()
         .map(|path| inspect_path(path, &InspectOptions::default()))
@@ -91,9 +43,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let mut order = match traced {
         Some(t) => Some(order_loop(
             &Plain {
-                app: &app,
-                source_dir: &source_dir,
-                options: &build_options,
+                app,
+                source_dir: &built.source_dir,
+                options: &built.options,
                 profile: &t.profile,
                 default_run: t.report.run.id,
                 demand_run: t.demand_run,
@@ -103,50 +55,18 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         )?),
         None => None,
     };
-    let (pack, pack_skipped) = match coldstart_pipeline::demo::pack_app(
-        &app.executable,
-        &app.library,
-        &args.dir.join("packed"),
-        &startup_output,
-    ) {
-        Ok(packed) => {
-            step(&format!(
-                "packed its relative relocations as DT_RELR (coldstart pack): {} and {}, which {}",
-                packed.executable.display(),
-                packed.library.display(),
-                if packed.output_matches {
-                    "print the same"
-                } else {
-                    "DO NOT print the same"
-                }
-            ));
-            (Some(packed), None)
-        }
-        Err(err) => {
-            step(&format!("not packed: {err:#}"));
-            (None, Some(format!("{err:#}")))
-        }
-    };
+    let (pack, pack_skipped) = pack(app, &args.dir, &built.startup_output);
     let wrapper =
         Wrapper::beside(std::env::current_exe().context("cannot find the coldstart binary")?);
-    let bar = output::progress(0, "benchmark");
-    let benched = bench_starts(
-        &app,
+    let benched = bench(
+        app,
         plan.is_some().then_some(plan_path.as_path()),
         &wrapper,
         order.as_ref().map(|o| &o.ordered_app),
-        pack.as_ref()
-            .map(|p| (p.executable.as_path(), p.library.as_path())),
-        &mut |s| bar.suspend(|| step(s)),
-        |done, total| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        },
-    );
-    bar.finish_and_clear();
-    let benched = benched?;
+        pack.as_ref(),
+    )?;
     let plan_effects = if plan.is_some() {
-        plan_effects(&app, &plan_path, &wrapper, &benched, &mut |s| step(s))
+        plan_effects(app, &plan_path, &wrapper, &benched, &mut |s| step(s))
     } else {
         Vec::new()
     };
@@ -156,14 +76,12 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let report = DemoReport {
         spec,
-        source_dir,
         executable: app.executable.clone(),
         library: app.library.clone(),
-        functions: truth.functions.len(),
-        startup_calls: truth.startup_order.len(),
-        static_initializers: truth.static_initializers.len(),
-        build_seconds,
-        startup_output,
+        functions: built.truth.functions.len(),
+        startup_calls: built.truth.startup_order.len(),
+        static_initializers: built.truth.static_initializers.len(),
+        build_seconds: built.seconds,
         inspections,
         trace: traced.map(|t| t.report.clone()),
         trace_skipped: tracing.skipped().map(str::to_string),
@@ -183,6 +101,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         order,
         pack,
         pack_skipped,
+        source_dir: built.source_dir,
+        startup_output: built.startup_output,
     };
     if args.json {
         output::print_json(&report)?;
@@ -190,6 +110,137 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         output::print_text(&coldstart_pipeline::render::render(&report))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sample app generated, built and run once, with what the demo says
+/// about it.
+struct Built {
+    source_dir: PathBuf,
+    truth: GroundTruth,
+    options: BuildOptions,
+    app: BuiltApp,
+    seconds: f64,
+    /// What the app printed when it ran (READY).
+    startup_output: String,
+}
+
+/// Generates the sample app, builds it with a progress bar and runs it.
+fn build_app(args: &DemoArgs, spec: &SampleSpec) -> anyhow::Result<Built> {
+    let source_dir = args.dir.join("src");
+    let build_dir = args.dir.join(if args.pack_relative_relocs {
+        "build-relr"
+    } else {
+        "build"
+    });
+    step(&format!(
+        "coldstart demo: sample app with {} translation units and {} functions (seed {})",
+        spec.translation_units, spec.functions, spec.seed
+    ));
+    let truth = generate(spec, &source_dir)
+        .with_context(|| format!("generating the sample app in {}", source_dir.display()))?;
+    let options = BuildOptions {
+        compiler: match args.compiler {
+            CompilerArg::Gcc => Compiler::Gcc,
+            CompilerArg::Clang => Compiler::Clang,
+        },
+        pack_relative_relocs: args.pack_relative_relocs,
+        jobs: args.jobs.unwrap_or(BuildOptions::default().jobs),
+        ..BuildOptions::default()
+    };
+    let started = Instant::now();
+    let bar = output::progress(0, "compiling");
+    let app = build(
+        &source_dir,
+        &build_dir,
+        &options,
+        &mut |event| match event {
+            BuildEvent::Planned { to_compile, .. } => bar.set_length(to_compile as u64),
+            BuildEvent::Compiled { done, .. } => bar.set_position(done as u64),
+            BuildEvent::Linking { output } => bar.set_message(format!(
+                "linking {}",
+                output.file_name().unwrap_or_default().to_string_lossy()
+            )),
+        },
+    );
+    bar.finish_and_clear();
+    let app = app.with_context(|| format!("building the sample app in {}", build_dir.display()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    step(&format!(
+        "built {} and {} in {seconds:.1} s",
+        app.executable.display(),
+        app.library.display()
+    ));
+    let startup_output = String::from_utf8_lossy(&app.run()?.stdout)
+        .trim()
+        .to_string();
+    step(&format!(
+        "ran it: it printed READY after calling {} of its {} functions",
+        truth.startup_order.len(),
+        truth.functions.len()
+    ));
+    Ok(Built {
+        source_dir,
+        truth,
+        options,
+        app,
+        seconds,
+        startup_output,
+    })
+}
+
+/// The app's relative relocations packed as DT_RELR into `dir/packed`, or
+/// why not.
+fn pack(app: &BuiltApp, dir: &Path, startup_output: &str) -> (Option<PackedApp>, Option<String>) {
+    match pack_app(
+        &app.executable,
+        &app.library,
+        &dir.join("packed"),
+        startup_output,
+    ) {
+        Ok(packed) => {
+            step(&format!(
+                "packed its relative relocations as DT_RELR (coldstart pack): {} and {}, which {}",
+                packed.executable.display(),
+                packed.library.display(),
+                if packed.output_matches {
+                    "print the same"
+                } else {
+                    "DO NOT print the same"
+                }
+            ));
+            (Some(packed), None)
+        }
+        Err(err) => {
+            step(&format!("not packed: {err:#}"));
+            (None, Some(format!("{err:#}")))
+        }
+    }
+}
+
+/// Times the app's starts (warm, cold, with the plan, relinked, packed)
+/// with a progress bar.
+fn bench(
+    app: &BuiltApp,
+    plan: Option<&Path>,
+    wrapper: &Wrapper,
+    ordered: Option<&BuiltApp>,
+    packed: Option<&PackedApp>,
+) -> anyhow::Result<StartBench> {
+    let bar = output::progress(0, "benchmark");
+    let benched = bench_starts(
+        app,
+        plan,
+        wrapper,
+        ordered,
+        packed.map(|p| (p.executable.as_path(), p.library.as_path())),
+        &mut |s| bar.suspend(|| step(s)),
+        |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        },
+    );
+    bar.finish_and_clear();
+    benched
 }
 
 fn spec(args: &DemoArgs) -> anyhow::Result<SampleSpec> {
