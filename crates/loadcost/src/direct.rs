@@ -10,11 +10,11 @@
 //! itself (the loader's map phase) is not timed.
 
 use anyhow::{Context, bail};
+use coldstart_system::image::Reservation;
 use object::elf;
 use object::read::elf::{ElfFile64, ProgramHeader as _};
 use object::{Endianness, Object, ObjectSection};
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 const RELA_ENTRY: u64 = 24;
@@ -143,22 +143,16 @@ impl RelativeTable {
     /// took.
     pub fn apply(&self, path: &Path) -> anyhow::Result<f64> {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let mapping =
-            Mapping::new(&file, self).with_context(|| format!("cannot map {}", path.display()))?;
-        let base = mapping.base;
+        let mapping = map_like_ld_so(&file, self)
+            .with_context(|| format!("cannot map {}", path.display()))?;
         let start = coldstart_system::launch::monotonic_ns();
         // SAFETY: `read` checked that the table lies in a mapped segment and
         // that every relative target lies in a writable one.
-        unsafe { self.apply_at(base) };
+        unsafe { self.apply_at(mapping.base()) };
         if let Some((low, high)) = self.relro {
-            // SAFETY: a page-aligned range inside the mapping.
-            unsafe {
-                libc::mprotect(
-                    base.add(low as usize).cast(),
-                    (high - low) as usize,
-                    libc::PROT_READ,
-                )
-            };
+            mapping
+                .protect_read_only(low, high)
+                .with_context(|| format!("cannot protect RELRO of {}", path.display()))?;
         }
         let end = coldstart_system::launch::monotonic_ns();
         drop(mapping);
@@ -168,7 +162,7 @@ impl RelativeTable {
     /// ld.so's loop for relative relocations.
     ///
     /// # Safety
-    /// `base` must be this table's library mapped by [`Mapping::new`].
+    /// `base` must be this table's library mapped by [`map_like_ld_so`].
     unsafe fn apply_at(&self, base: *mut u8) {
         let load_bias = base as u64;
         // SAFETY: the table lies in a mapped segment (checked in `read`).
@@ -195,61 +189,12 @@ impl RelativeTable {
     }
 }
 
-/// A library mapped the way ld.so maps it; unmapped on drop.
-struct Mapping {
-    base: *mut u8,
-    span: usize,
-}
-
-impl Mapping {
-    fn new(file: &File, table: &RelativeTable) -> std::io::Result<Mapping> {
-        let span = table.span as usize;
-        // SAFETY: a fresh anonymous reservation; nothing else uses it.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                span,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let mapping = Mapping {
-            base: base.cast(),
-            span,
-        };
-        for load in &table.loads {
-            let protection = if load.writable {
-                libc::PROT_READ | libc::PROT_WRITE
-            } else {
-                libc::PROT_READ
-            };
-            // SAFETY: MAP_FIXED inside the reservation made above.
-            let placed = unsafe {
-                libc::mmap(
-                    mapping.base.add(load.address as usize).cast(),
-                    load.len as usize,
-                    protection,
-                    libc::MAP_PRIVATE | libc::MAP_FIXED,
-                    file.as_raw_fd(),
-                    load.offset as libc::off_t,
-                )
-            };
-            if placed == libc::MAP_FAILED {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        Ok(mapping)
+/// The library's segments mapped the way ld.so maps them, in a reservation
+/// of the table's span; unmapped on drop.
+fn map_like_ld_so(file: &File, table: &RelativeTable) -> std::io::Result<Reservation> {
+    let reservation = Reservation::new(table.span as usize)?;
+    for load in &table.loads {
+        reservation.map_file(load.address, load.len, file, load.offset, load.writable)?;
     }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the reservation made in `new`, with everything mapped in it.
-        unsafe { libc::munmap(self.base.cast(), self.span) };
-    }
+    Ok(reservation)
 }

@@ -20,6 +20,7 @@ pub mod eviction;
 pub mod fanotify;
 pub mod filesystem;
 pub mod identity;
+pub mod image;
 pub mod launch;
 pub mod proc;
 pub mod process;
