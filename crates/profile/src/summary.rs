@@ -33,10 +33,12 @@ pub struct TraceSummary {
 
 /// How many names the traced tree looked up, and how many of them the
 /// recorder could not record.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LookupCounts {
     pub recorded: usize,
+    /// The kernel could not copy the name (its page was not present yet).
     pub unreadable: usize,
+    /// Relative to a directory that could not be told.
     pub unresolved: usize,
     /// Too long, or not UTF-8.
     pub other: usize,

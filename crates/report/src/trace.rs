@@ -4,7 +4,7 @@
 use crate::millis::rounded_to_hundredths as ms;
 use coldstart_analyze::RunReport;
 use coldstart_binary::human_bytes;
-use coldstart_profile::summary::{FunctionsSummary, TraceSummary};
+use coldstart_profile::summary::{FunctionsSummary, LookupCounts, TraceSummary};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -33,25 +33,11 @@ pub struct Summary {
     pub lost_events: u64,
     /// The names the tree looked up; absent when they could not be recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lookups: Option<Lookups>,
+    pub lookups: Option<LookupCounts>,
     pub top_files: Vec<TopFile>,
     /// With --functions: what the instrumentation recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub functions: Option<FunctionsSummary>,
-}
-
-/// Names looked up by the traced tree, and those the recorder missed.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Lookups {
-    pub recorded: usize,
-    /// The kernel could not copy the name (its page was not present yet).
-    pub unreadable: usize,
-    /// Relative to a directory that could not be told.
-    pub unresolved: usize,
-    /// Too long or not UTF-8.
-    pub other: usize,
-    /// Machine-wide records the recorder's buffer had no room for.
-    pub dropped: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -89,13 +75,7 @@ impl Summary {
             read_amplification: report.totals.read_amplification,
             events: traced.events,
             lost_events: traced.lost_events,
-            lookups: traced.lookups.map(|l| Lookups {
-                recorded: l.recorded,
-                unreadable: l.unreadable,
-                unresolved: l.unresolved,
-                other: l.other,
-                dropped: l.dropped,
-            }),
+            lookups: traced.lookups,
             top_files: report
                 .files
                 .iter()
@@ -230,7 +210,7 @@ mod tests {
             read_amplification: Some(4.0),
             events: 99,
             lost_events: 0,
-            lookups: Some(Lookups {
+            lookups: Some(LookupCounts {
                 recorded: 843,
                 unreadable: 10,
                 unresolved: 2,
