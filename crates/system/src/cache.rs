@@ -7,13 +7,11 @@
 //! Linux only: cachestat(2), mincore(2), posix_fadvise(2), an ext4 ioctl
 //! and /proc.
 
-use std::ffi::CString;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -283,12 +281,7 @@ fn serialize_path<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S:
 /// The system page size in bytes.
 pub fn page_size() -> u64 {
     static PAGE_SIZE: OnceLock<u64> = OnceLock::new();
-    *PAGE_SIZE.get_or_init(|| {
-        // SAFETY: sysconf has no preconditions.
-        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        // Linux always answers; 4096 only guards against a nonsense value.
-        u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
-    })
+    *PAGE_SIZE.get_or_init(|| rustix::param::page_size() as u64)
 }
 
 fn pages_for(size: u64) -> u64 {
@@ -299,8 +292,7 @@ fn pages_for(size: u64) -> u64 {
 /// dirty data so that it can be dropped. Pages mapped by running processes
 /// stay resident. Needs root.
 pub fn drop_all() -> Result<(), CacheError> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
+    rustix::fs::sync();
     let path = Path::new(DROP_CACHES);
     let mut file = OpenOptions::new()
         .write(true)
@@ -322,25 +314,14 @@ pub fn evict(path: &Path) -> Result<Eviction, CacheError> {
     // fadvise only drops clean pages, so dirty pages and pages under
     // writeback must be written first. cachestat says whether there are
     // any; with mincore we cannot tell, so always sync.
-    if pending != Some(0) {
-        // SAFETY: the descriptor is open for the lifetime of `file`.
-        if unsafe { libc::fdatasync(file.as_raw_fd()) } != 0 {
-            return Err(CacheError::io(
-                Operation::Sync,
-                path,
-                io::Error::last_os_error(),
-            ));
-        }
+    if pending != Some(0)
+        && let Err(e) = rustix::fs::fdatasync(&file)
+    {
+        return Err(CacheError::io(Operation::Sync, path, e.into()));
     }
     // Offset 0, length 0: the whole file, whatever its size is by now.
-    // SAFETY: as above. posix_fadvise returns the error instead of setting errno.
-    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    if rc != 0 {
-        return Err(CacheError::io(
-            Operation::Evict,
-            path,
-            io::Error::from_raw_os_error(rc),
-        ));
+    if let Err(e) = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed) {
+        return Err(CacheError::io(Operation::Evict, path, e.into()));
     }
 
     let (after, _) = measure(&file, path, &meta)?;
@@ -728,16 +709,17 @@ fn cachestat_range(file: &File, offset: u64, len: u64) -> io::Result<Option<Cach
 /// neither owns nor may write, Linux (since 5.0) claims every page is
 /// resident, to close a side channel; root passes through CAP_FOWNER.
 fn mincore_is_truthful(meta: &std::fs::Metadata, path: &Path) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::process::effective_uid();
     if euid == 0 || meta.uid() == euid {
         return true;
     }
-    let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `cpath` is a valid NUL-terminated string.
-    unsafe { libc::faccessat(libc::AT_FDCWD, cpath.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+    rustix::fs::accessat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::Access::WRITE_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .is_ok()
 }
 
 /// Unmaps a mincore window even when the scan bails out early.

@@ -10,6 +10,7 @@
 use crate::cgroup::Cgroup;
 use crate::proc;
 use regex::Regex;
+use rustix::process::{Pid, Signal};
 use std::ffi::{CStr, CString, OsString};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -23,12 +24,7 @@ use std::time::Duration;
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock the trace instance uses too.
 pub fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
@@ -52,8 +48,8 @@ impl Identity {
     /// The user who invoked coldstart: SUDO_UID/SUDO_GID when root came from
     /// sudo (unless `as_root`), otherwise the current user unchanged.
     pub fn invoking_user(as_root: bool) -> io::Result<Identity> {
-        // SAFETY: these never fail.
-        let (euid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let euid = crate::process::effective_uid();
+        let gid = rustix::process::getegid().as_raw();
         let sudo_uid = std::env::var("SUDO_UID").ok().and_then(|v| v.parse().ok());
         let sudo_gid = std::env::var("SUDO_GID").ok().and_then(|v| v.parse().ok());
         match (euid, sudo_uid, as_root) {
@@ -110,8 +106,7 @@ impl Identity {
 
     /// True when starting the program needs a change of user.
     pub fn switches(&self) -> bool {
-        // SAFETY: never fails.
-        self.uid != unsafe { libc::geteuid() }
+        self.uid != crate::process::effective_uid()
     }
 }
 
@@ -257,8 +252,7 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     };
     // Orphans of the tree re-parent to coldstart, so they can be found and
     // terminated instead of escaping to init.
-    // SAFETY: plain prctl on this process.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 
     let cgroup = Cgroup::create("tree");
     let procs = cgroup.as_ref().and_then(|g| g.procs_file().ok());
@@ -509,17 +503,19 @@ impl Launched {
     /// Terminates every process of the tree (SIGTERM, then SIGKILL after
     /// `grace`), reaps them, and returns how the program itself ended.
     pub fn terminate(mut self, grace: Duration) -> Exit {
-        let signal_all = |this: &Launched, signal| {
-            // SAFETY: signalling the process group we created.
-            unsafe { libc::kill(-this.root_pid, signal) };
-            for pid in this.members() {
-                // SAFETY: plain kill.
-                unsafe { libc::kill(pid, signal) };
+        let signal_all = |this: &Launched, signal: Signal| {
+            // The process group we created, then each member by itself:
+            // one that left the group is still ours to end.
+            if let Some(group) = Pid::from_raw(this.root_pid) {
+                let _ = rustix::process::kill_process_group(group, signal);
+            }
+            for pid in this.members().into_iter().filter_map(Pid::from_raw) {
+                let _ = rustix::process::kill_process(pid, signal);
             }
         };
         let alive = |this: &Launched| this.exit_status().is_none() || !this.members().is_empty();
         if alive(&self) {
-            signal_all(&self, libc::SIGTERM);
+            signal_all(&self, Signal::TERM);
             let deadline = monotonic_ns() + grace.as_nanos() as i64;
             while alive(&self) && monotonic_ns() < deadline {
                 reap_orphans(self.root_pid);
@@ -527,7 +523,7 @@ impl Launched {
             }
             while alive(&self) {
                 if !self.cgroup.as_ref().is_some_and(Cgroup::kill_all) {
-                    signal_all(&self, libc::SIGKILL);
+                    signal_all(&self, Signal::KILL);
                 }
                 reap_orphans(self.root_pid);
                 std::thread::sleep(Duration::from_millis(5));
