@@ -278,10 +278,11 @@ fn main() {
     report("sub-buffer walk", walked, bytes, time);
 
     let (time, pages) = best_of(ROUNDS, || {
-        let decoded = match decode_buffers(&buffers, &HEADER, &decoder) {
-            Ok(decoded) => decoded,
-            Err(e) => panic!("decode: {e}"),
-        };
+        let decoded =
+            match decode_buffers(&buffers, &HEADER, &decoder, None).map(|(events, _)| events) {
+                Ok(decoded) => decoded,
+                Err(e) => panic!("decode: {e}"),
+            };
         decoded
             .iter()
             .map(|event| match event.kind {
@@ -297,7 +298,9 @@ fn main() {
     assert_eq!(decoder.skipped().total(), 0);
     black_box(pages);
 
-    let decoded = decode_buffers(&buffers, &HEADER, &decoder).expect("decoded above");
+    let decoded = decode_buffers(&buffers, &HEADER, &decoder, None)
+        .map(|(events, _)| events)
+        .expect("decoded above");
     let opens = opens();
     let (time, rows) = best_of(ROUNDS, || {
         let assembled = assemble_rows(&decoded, &opens);
@@ -333,7 +336,9 @@ fn main() {
     // The whole pipeline in one go, as `coldstart trace` runs it.
     let (time, _) = best_of(ROUNDS, || {
         round += 1;
-        let decoded = decode_buffers(&buffers, &HEADER, &decoder).expect("decode");
+        let decoded = decode_buffers(&buffers, &HEADER, &decoder, None)
+            .map(|(events, _)| events)
+            .expect("decode");
         let assembled = assemble_rows(&decoded, &opens);
         write_profile(&dir.path().join(format!("{round}.db")), &assembled);
         decoded.len() as u64

@@ -5,10 +5,12 @@
 //! `function_records`. Launching the program and controlling the page cache
 //! belong to coldstart-system.
 
+mod bpf_asm;
 pub mod function_records;
 pub mod functions;
 pub mod loader;
 pub mod names;
 pub mod paths;
+pub mod subvolumes;
 pub mod trace;
 pub mod tracefs;

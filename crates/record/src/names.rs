@@ -19,6 +19,7 @@
 //! the program has not touched yet (the copy may not fault), a name longer
 //! than [`NAME_BYTES`], a record the ring buffer had no room for.
 
+use crate::bpf_asm::*;
 use coldstart_profile::LookupMissed;
 use coldstart_system::bpf;
 use std::collections::HashMap;
@@ -360,74 +361,6 @@ fn exit_layout(dir: &Path) -> Option<(u64, i16)> {
     Some((id, offset.parse().ok()?))
 }
 
-// The BPF helpers the programs call, as linux/bpf.h numbers them.
-const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
-const HELPER_KTIME_GET_NS: i32 = 5;
-const HELPER_GET_CURRENT_PID_TGID: i32 = 14;
-const HELPER_PROBE_READ_USER_STR: i32 = 114;
-const HELPER_RINGBUF_RESERVE: i32 = 131;
-const HELPER_RINGBUF_SUBMIT: i32 = 132;
-
-/// One BPF instruction, as the kernel reads it.
-#[derive(Clone, Copy)]
-struct Insn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (src << 4) | dst,
-        off,
-        imm,
-    }
-}
-
-// The few instruction forms the program needs.
-fn mov_reg(dst: u8, src: u8) -> Insn {
-    insn(0xbf, dst, src, 0, 0)
-}
-fn mov_imm(dst: u8, imm: i32) -> Insn {
-    insn(0xb7, dst, 0, 0, imm)
-}
-fn add_imm(dst: u8, imm: i32) -> Insn {
-    insn(0x07, dst, 0, 0, imm)
-}
-fn rsh_imm(dst: u8, imm: i32) -> Insn {
-    insn(0x77, dst, 0, 0, imm)
-}
-fn load_u64(dst: u8, src: u8, off: i16) -> Insn {
-    insn(0x79, dst, src, off, 0)
-}
-fn store_u64(dst: u8, off: i16, src: u8) -> Insn {
-    insn(0x7b, dst, src, off, 0)
-}
-fn store_u32(dst: u8, off: i16, src: u8) -> Insn {
-    insn(0x63, dst, src, off, 0)
-}
-fn store_u32_imm(dst: u8, off: i16, imm: i32) -> Insn {
-    insn(0x62, dst, 0, off, imm)
-}
-fn atomic_add_u64(dst: u8, off: i16, src: u8) -> Insn {
-    insn(0xdb, dst, src, off, 0)
-}
-fn jump_if_eq(dst: u8, imm: i32, off: i16) -> Insn {
-    insn(0x15, dst, 0, off, imm)
-}
-fn call(helper: i32) -> Insn {
-    insn(0x85, 0, 0, 0, helper)
-}
-fn exit() -> Insn {
-    insn(0x95, 0, 0, 0, 0)
-}
-/// Two instructions loading a map's descriptor (BPF_PSEUDO_MAP_FD).
-fn load_map(dst: u8, map: &bpf::Map) -> [Insn; 2] {
-    [insn(0x18, dst, 1, 0, map.raw_fd()), insn(0, 0, 0, 0, 0)]
-}
-
 /// The program for one call: skip this process's own calls; reserve a
 /// record (or count a drop), fill it, copy the name, submit.
 fn program(
@@ -547,24 +480,20 @@ fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &bpf::Map) -> Vec<Insn> {
     p.extend([mov_imm(1, 1), atomic_add_u64(0, 0, 1)]);
     let end = p.len();
     p.extend([mov_imm(0, 0), exit()]);
-    let to = |from: usize, target: usize| (target - from - 1) as i16;
-    p[skip_own].off = to(skip_own, end);
-    p[full].off = to(full, drop_count);
-    p[no_slot].off = to(no_slot, end);
+    patch_jump(&mut p, skip_own, end);
+    patch_jump(&mut p, full, drop_count);
+    patch_jump(&mut p, no_slot, end);
     p
 }
 
 fn load_program(insns: &[Insn]) -> io::Result<OwnedFd> {
-    let mut code = Vec::with_capacity(insns.len() * 8);
-    for i in insns {
-        code.push(i.code);
-        code.push(i.regs);
-        code.extend_from_slice(&i.off.to_ne_bytes());
-        code.extend_from_slice(&i.imm.to_ne_bytes());
-    }
     // GPL-compatible: bpf_probe_read_user_str is offered only to such
     // programs. The program is this file's own code, under MIT as well.
-    bpf::load_tracepoint_program(&code, c"Dual MIT/GPL")
+    bpf::load_program(
+        bpf::ProgramType::Tracepoint,
+        &encode(insns),
+        c"Dual MIT/GPL",
+    )
 }
 
 /// Drains every few milliseconds until `stop`, then once more.

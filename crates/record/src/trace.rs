@@ -13,6 +13,7 @@ use crate::loader::{self};
 use crate::names::{NameRecorder, Recorded};
 use crate::paths::FileMapping;
 use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
+use crate::subvolumes::{Placed, SubvolumeRecorder, Subvolumes};
 use crate::tracefs::events::{
     Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
 };
@@ -165,7 +166,19 @@ pub fn trace(
     drop(readahead);
 
     let captured = tracer.finish();
-    let events = decode_buffers(&captured.buffers, &captured.header, &captured.decoder)?;
+    let (events, placed) = decode_buffers(
+        &captured.buffers,
+        &captured.header,
+        &captured.decoder,
+        captured.subvolumes.as_ref(),
+    )?;
+    if placed.unplaced > 0 {
+        stage(Stage::Warning(format!(
+            "{} page events on btrfs could not be placed in a subvolume; \
+             their files are listed apart, unnamed",
+            placed.unplaced
+        )));
+    }
     stage(Stage::Writing {
         events: events.len(),
     });
@@ -329,6 +342,7 @@ struct Tracer {
     readers: Readers,
     watcher: Option<OpenWatcher>,
     names: Option<NameRecorder>,
+    subvolumes: Option<SubvolumeRecorder>,
     instance: Instance,
     /// After the instance: probes enabled in it cannot be removed before.
     uprobes: Option<Uprobes>,
@@ -345,6 +359,7 @@ struct Captured {
     lost: Vec<LostEvents>,
     opens: HashMap<FileIdentity, SeenFile>,
     names: Option<Recorded>,
+    subvolumes: Option<Subvolumes>,
     decoder: Decoder,
     header: HeaderPage,
 }
@@ -380,11 +395,13 @@ impl Tracer {
         let subbuf_size = header.data_offset + header.data_size;
         let watcher = start_open_watcher(stage);
         let names = start_name_recorder(root, stage);
+        let subvolumes = start_subvolume_recorder(stage);
         let readers = Readers::start(&instance, subbuf_size, options.buffer_kb_per_cpu)?;
         Ok(Tracer {
             readers,
             watcher,
             names,
+            subvolumes,
             instance,
             uprobes,
             loader_hit_ns,
@@ -400,6 +417,7 @@ impl Tracer {
             readers,
             watcher,
             names,
+            subvolumes,
             instance,
             uprobes,
             decoder,
@@ -407,6 +425,7 @@ impl Tracer {
             ..
         } = self;
         let names = names.map(NameRecorder::finish);
+        let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
         let buffers = readers.finish();
         let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
         let lost: Vec<LostEvents> = instance
@@ -426,6 +445,7 @@ impl Tracer {
             lost,
             opens,
             names,
+            subvolumes,
             decoder,
             header,
         }
@@ -534,6 +554,20 @@ fn start_open_watcher(stage: &mut impl FnMut(Stage)) -> Option<OpenWatcher> {
         Err(e) => {
             stage(Stage::Warning(format!(
                 "cannot watch file opens ({e}); paths will come from /proc/PID/maps only"
+            )));
+            None
+        }
+    }
+}
+
+/// The btrfs subvolume recorder, `None` when no btrfs is mounted, or with
+/// a warning when it cannot run: files on btrfs then stay unresolved.
+fn start_subvolume_recorder(stage: &mut impl FnMut(Stage)) -> Option<SubvolumeRecorder> {
+    match SubvolumeRecorder::start() {
+        Ok(recorder) => recorder,
+        Err(e) => {
+            stage(Stage::Warning(format!(
+                "cannot tell btrfs subvolumes apart ({e}); files on btrfs will not be named"
             )));
             None
         }
@@ -824,24 +858,34 @@ impl Drop for Readers {
 }
 
 /// Decodes each CPU's raw sub-buffers (as read from trace_pipe_raw) into
-/// events, merged in time order.
+/// events, merged in time order. With `subvolumes`, events of files on
+/// btrfs are given their subvolume's device, CPU by CPU.
 pub fn decode_buffers(
     buffers: &[(u32, Vec<u8>)],
     header: &HeaderPage,
     decoder: &Decoder,
-) -> Result<Vec<TraceEvent>, TraceError> {
+    subvolumes: Option<&Subvolumes>,
+) -> Result<(Vec<TraceEvent>, Placed), TraceError> {
     let mut events = Vec::new();
+    let mut placed = Placed::default();
     for (cpu, buffer) in buffers {
+        let first = events.len();
         ringbuf::decode_stream(buffer, header, |ts, payload| {
             if let Some(event) = decoder.decode(ts, payload) {
                 events.push(event);
             }
         })
         .map_err(|source| TraceError::Buffer { cpu: *cpu, source })?;
+        if let Some(subvolumes) = subvolumes {
+            let on_cpu = subvolumes.place(*cpu, &mut events[first..]);
+            placed.placed += on_cpu.placed;
+            placed.metadata += on_cpu.metadata;
+            placed.unplaced += on_cpu.unplaced;
+        }
     }
     // Each CPU's stream is in order already: a stable sort merges them fast.
     events.sort_by_key(|e| e.ts);
-    Ok(events)
+    Ok((events, placed))
 }
 
 /// Snapshots of the tree's file mappings per process, newest last.

@@ -17,6 +17,8 @@ const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+const BPF_RAW_TRACEPOINT_OPEN: libc::c_long = 17;
 const RINGBUF_BUSY: u32 = 1 << 31;
 const RINGBUF_DISCARD: u32 = 1 << 30;
 const RINGBUF_HEADER: usize = 8;
@@ -128,15 +130,29 @@ impl AsFd for Map {
     }
 }
 
-/// Loads a tracepoint program (`code`: its instructions as the kernel reads
-/// them). On refusal the error ends with the verifier's last word.
-pub fn load_tracepoint_program(code: &[u8], license: &CStr) -> io::Result<OwnedFd> {
+/// The kinds of program the recorder loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramType {
+    /// Attached to a trace event; reads the event's record.
+    Tracepoint,
+    /// Attached to a tracepoint by name; reads the arguments the kernel
+    /// passes the tracepoint (pointers to its own structures).
+    RawTracepoint,
+}
+
+/// Loads a program (`code`: its instructions as the kernel reads them).
+/// On refusal the error ends with the verifier's last word.
+pub fn load_program(kind: ProgramType, code: &[u8], license: &CStr) -> io::Result<OwnedFd> {
     const INSN_BYTES: usize = 8;
     let mut log = vec![0u8; 64 << 10];
     // prog_type, insn_cnt, insns, license, log_level, log_size, log_buf,
     // kern_version, ...
     let mut attr = [0u64; 20];
-    attr[0] = pair(BPF_PROG_TYPE_TRACEPOINT, (code.len() / INSN_BYTES) as u32);
+    let prog_type = match kind {
+        ProgramType::Tracepoint => BPF_PROG_TYPE_TRACEPOINT,
+        ProgramType::RawTracepoint => BPF_PROG_TYPE_RAW_TRACEPOINT,
+    };
+    attr[0] = pair(prog_type, (code.len() / INSN_BYTES) as u32);
     attr[1] = code.as_ptr() as u64;
     attr[2] = license.as_ptr() as u64;
     attr[3] = pair(1, log.len() as u32);
@@ -205,6 +221,24 @@ pub fn attach_to_tracepoint(tracepoint: u64, program: &OwnedFd) -> io::Result<Ow
         }
     }
     Ok(event)
+}
+
+/// Attaches a raw tracepoint `program` to the tracepoint `name` (as the
+/// kernel names it, without its system: "mm_filemap_fault"). Closing the
+/// returned descriptor detaches it.
+pub fn attach_to_raw_tracepoint(name: &CStr, program: &OwnedFd) -> io::Result<OwnedFd> {
+    // name, prog_fd (and a cookie, left zero).
+    let mut attr = [0u64; 3];
+    attr[0] = name.as_ptr() as u64;
+    attr[1] = pair(program.as_raw_fd() as u32, 0);
+    // SAFETY: the name is a live NUL-terminated string.
+    let fd = unsafe { bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr) }.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("attaching a program to raw tracepoint {name:?}: {e}"),
+        )
+    })?;
+    Ok(owned(fd))
 }
 
 /// The consumer's side of a BPF ring buffer.

@@ -6,13 +6,15 @@
 //! (`eviction`) and finding the files a path names (`walk`), overriding
 //! device readahead for a run (`readahead`), reading build-ids without disturbing the cache (`build_id`), telling
 //! a recorded file from a later one at the same path (`identity`), and every
-//! /proc parser (`proc`), the BPF calls of the name recorder (`bpf`),
+//! /proc parser (`proc`), the BPF calls of the recorder's programs (`bpf`), the kernel's own type
+//! descriptions their structure offsets come from (`btf`),
 //! and the fanotify group and inode handles that name traced files (`fanotify`). It knows nothing of profiles or traces, so the
 //! prefetch launcher can use it without linking the tracer or SQLite.
 //!
 //! Linux only.
 
 pub mod bpf;
+pub mod btf;
 pub mod build_id;
 pub mod cache;
 mod cgroup;

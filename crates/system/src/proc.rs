@@ -122,6 +122,65 @@ pub fn mount_of_type(fstype: &str) -> Option<PathBuf> {
         .map(|mount| mount.target)
 }
 
+/// One mount, from /proc/PID/mountinfo: what /proc/self/mounts says and
+/// what only mountinfo has, the superblock's device number (which is not
+/// what stat() reports on btrfs, where each subvolume has its own) and the
+/// directory of the filesystem the mount shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// The superblock's device, as `st_dev` encodes one (libc's makedev).
+    pub dev: u64,
+    /// The directory of the filesystem mounted here ("/" for its root,
+    /// "/sub1" for a btrfs subvolume or a bind mount of a directory).
+    pub root: PathBuf,
+    /// Where it is mounted, in the namespace of the process read.
+    pub target: PathBuf,
+    pub fstype: String,
+    /// The mount source: a block device, or what the filesystem took.
+    pub source: String,
+    /// The filesystem's own options (an overlay's `lowerdir=...`).
+    pub super_options: String,
+}
+
+/// The mounts of process `pid`'s mount namespace, in mount order, as that
+/// process sees them (its root, not ours, is "/").
+pub fn mountinfo(pid: Option<i32>) -> Vec<MountInfo> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/mountinfo"),
+        None => "/proc/self/mountinfo".to_string(),
+    };
+    fs::read_to_string(path)
+        .map(|text| parse_mountinfo(&text))
+        .unwrap_or_default()
+}
+
+/// Lines of `id parent major:minor root target options [optional...] -
+/// fstype source super_options`.
+fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
+    let path = |field: &str| PathBuf::from(OsString::from_vec(unescape_octal(field)));
+    text.lines()
+        .filter_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let mut fields = before.split(' ');
+            let (_id, _parent) = (fields.next()?, fields.next()?);
+            let (major, minor) = fields.next()?.split_once(':')?;
+            let (root, target) = (fields.next()?, fields.next()?);
+            let mut rest = after.split(' ');
+            let fstype = rest.next()?;
+            let source = rest.next().unwrap_or("");
+            let super_options = rest.next().unwrap_or("");
+            Some(MountInfo {
+                dev: libc::makedev(major.parse().ok()?, minor.parse().ok()?),
+                root: path(root),
+                target: path(target),
+                fstype: fstype.to_string(),
+                source: String::from_utf8_lossy(&unescape_octal(source)).into_owned(),
+                super_options: super_options.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// Lines of `source target fstype options dump pass`.
 fn parse_mounts(text: &str) -> Vec<Mount> {
     text.lines()
@@ -289,6 +348,39 @@ pub fn kernel_release() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountinfo_lines_give_the_superblock_device_root_and_options() {
+        let text = "44 27 0:39 /sub1 /var/tmp/a\\040b rw,relatime shared:1 - btrfs /dev/loop0 rw,subvolid=256,subvol=/sub1\n\
+                    45 27 0:42 / /merged rw - overlay overlay rw,lowerdir=/l1:/l2,upperdir=/u,workdir=/w\n";
+        let mounts = parse_mountinfo(text);
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[0].dev, libc::makedev(0, 39));
+        assert_eq!(mounts[0].root, PathBuf::from("/sub1"));
+        assert_eq!(
+            mounts[0].target,
+            PathBuf::from("/var/tmp/a\\040b".replace("\\040", " "))
+        );
+        assert_eq!(mounts[0].fstype, "btrfs");
+        assert_eq!(mounts[0].source, "/dev/loop0");
+        assert_eq!(
+            mounts[1].super_options,
+            "rw,lowerdir=/l1:/l2,upperdir=/u,workdir=/w"
+        );
+    }
+
+    #[test]
+    fn the_root_mounts_device_is_what_stat_says_on_a_plain_filesystem() {
+        use std::os::unix::fs::MetadataExt;
+        let root = mountinfo(None)
+            .into_iter()
+            .rev()
+            .find(|m| m.target == Path::new("/"))
+            .expect("a mount on /");
+        if root.fstype != "btrfs" {
+            assert_eq!(root.dev, fs::metadata("/").unwrap().dev());
+        }
+    }
 
     #[test]
     fn maps_line_fields() {
