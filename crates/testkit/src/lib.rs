@@ -7,6 +7,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+pub mod filesystems;
+
 /// Indices of the pages of `path` resident in the page cache, by mincore(2)
 /// on a fresh read-only mapping that is never read. Pages are the system's
 /// page size.
@@ -311,8 +313,22 @@ impl LoopMount {
 
 impl Drop for LoopMount {
     fn drop(&mut self) {
+        unmount(&self.point);
+    }
+}
+
+/// Unmounts what is mounted on `point`; when it is busy (a test failed
+/// with a program still holding a file there), detaches it lazily, so
+/// that nothing stays mounted and the directory under it can be removed.
+fn unmount(point: &Path) {
+    let unmounted = std::process::Command::new("umount")
+        .arg(point)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !unmounted {
         let _ = std::process::Command::new("umount")
-            .arg(&self.point)
+            .arg("--lazy")
+            .arg(point)
             .status();
     }
 }
