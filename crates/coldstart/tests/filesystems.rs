@@ -1,0 +1,227 @@
+//! `coldstart trace` on every filesystem programs run from, end to end as
+//! root, on images the tests make (coldstart-testkit's `filesystems`): a
+//! program touches pages 1, 5 and 9 of each file through a mapping and
+//! page 20 with pread, and says so on its output, the oracle. Every file it
+//! touched must be named by its real path with exactly those pages, no two
+//! files may share a row, and what the trace says was read must be what
+//! mincore finds resident afterwards.
+
+use coldstart_testkit::filesystems::{
+    Btrfs, Squashfs, TestFile, Xfs, build_touch_files, parse_touches,
+};
+use coldstart_testkit::{can_trace, world_readable_temp_dir};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const PAGES: u64 = 32;
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().expect("coldstart runs");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn pages(extents: &Value) -> BTreeSet<u64> {
+    extents
+        .as_array()
+        .expect("extent list")
+        .iter()
+        .flat_map(|e| e[0].as_u64().unwrap()..=e[1].as_u64().unwrap())
+        .collect()
+}
+
+/// What one traced start of the touch program over `files` recorded.
+struct Traced {
+    report: Value,
+    /// The program's own record: (path, page, how).
+    touches: Vec<(String, u64, String)>,
+    /// Each file's pages resident right after the run (mincore), before
+    /// `report` reads the files for their ELF sections.
+    resident: Vec<BTreeSet<u64>>,
+}
+
+/// One traced start at a time: they set the devices' readahead.
+static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Traces the touch program over `files` (each evicted first), readahead
+/// off, as user nobody, and reports the run with its pages.
+fn trace_touches(files: &[&Path]) -> Traced {
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = world_readable_temp_dir("coldstart-fs-test");
+    let program = build_touch_files(dir.path());
+    let db = dir.path().join("t.db");
+    let mut command = coldstart();
+    command
+        .args(["trace", "--json", "--read-ahead-kb", "0", "-o"])
+        .arg(&db);
+    for file in files {
+        command.arg("--evict").arg(file);
+    }
+    command.arg("--").arg(&program).args(files);
+    let out = run(command.env("SUDO_UID", "65534").env("SUDO_GID", "65534"));
+    let summary = json(&out);
+    assert_eq!(summary["exit_code"], 0, "{summary:#}");
+    let touches = parse_touches(&String::from_utf8_lossy(&out.stderr));
+    assert_eq!(touches.len(), 4 * files.len(), "{touches:?}");
+    let resident = files
+        .iter()
+        .map(|f| coldstart_testkit::resident_pages(f).into_iter().collect())
+        .collect();
+    let report = json(&run(coldstart()
+        .arg("report")
+        .arg(&db)
+        .args(["--json", "--pages"])));
+    Traced {
+        report,
+        touches,
+        resident,
+    }
+}
+
+/// The report's row of the file at `path`: exactly one.
+fn row<'a>(report: &'a Value, path: &Path) -> &'a Value {
+    let rows: Vec<&Value> = report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str() == path.to_str())
+        .collect();
+    assert_eq!(rows.len(), 1, "rows named {}: {rows:#?}", path.display());
+    rows[0]
+}
+
+/// The pages the program says it touched in `path`, by how.
+fn touched(traced: &Traced, path: &Path, how: &str) -> BTreeSet<u64> {
+    traced
+        .touches
+        .iter()
+        .filter(|(p, _, h)| Path::new(p) == path && h == how)
+        .map(|(_, page, _)| *page)
+        .collect()
+}
+
+/// Every file is named by its path with the pages the program touched,
+/// accessed by pread and faulted through the mapping, and read exactly
+/// what mincore finds resident. With `whole_blocks` (squashfs), a first
+/// fault brings in the block around it and fault-around maps the other
+/// touched pages without a fault: those are mapped, not faulted. Without,
+/// each touched page is read and faulted alone.
+fn check_files(traced: &Traced, files: &[TestFile], whole_blocks: bool) {
+    for (file, resident) in files.iter().zip(&traced.resident) {
+        let r = row(&traced.report, &file.path);
+        assert_eq!(r["resolved"], true, "{r:#}");
+        let p = &r["pages"];
+        let mapped_touches = touched(traced, &file.path, "mmap");
+        let faulted = pages(&p["faulted"]);
+        if whole_blocks {
+            assert!(!faulted.is_empty() && faulted.is_subset(&mapped_touches));
+            let mapped: BTreeSet<u64> = pages(&p["mapped"]).union(&faulted).copied().collect();
+            assert!(mapped.is_superset(&mapped_touches), "{mapped:?}");
+        } else {
+            assert_eq!(faulted, mapped_touches, "{}", file.path.display());
+        }
+        assert_eq!(
+            pages(&p["accessed"]),
+            touched(traced, &file.path, "pread"),
+            "{}",
+            file.path.display()
+        );
+        let read = pages(&p["read"]);
+        assert_eq!(
+            &read, resident,
+            "read per the trace vs resident per mincore"
+        );
+        if !whole_blocks {
+            let all: BTreeSet<u64> = traced
+                .touches
+                .iter()
+                .filter(|(p, _, _)| Path::new(p) == file.path)
+                .map(|(_, page, _)| *page)
+                .collect();
+            assert_eq!(read, all, "{}", file.path.display());
+        }
+    }
+    // No two files share a row: each row's (dev, ino) is its own.
+    let keys: Vec<(u64, u64)> = traced.report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["dev"].as_u64().unwrap(), f["ino"].as_u64().unwrap()))
+        .collect();
+    let unique: BTreeSet<&(u64, u64)> = keys.iter().collect();
+    assert_eq!(unique.len(), keys.len(), "rows sharing a file: {keys:?}");
+}
+
+#[test]
+fn btrfs_subvolumes_files_of_the_same_inode_number_are_two_named_files() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Btrfs::new(&[("sub1", "a.bin", PAGES), ("sub2", "b.bin", PAGES)]) else {
+        return;
+    };
+    use std::os::unix::fs::MetadataExt;
+    let (a, b) = (&fs.files[0].path, &fs.files[1].path);
+    let (ma, mb) = (std::fs::metadata(a).unwrap(), std::fs::metadata(b).unwrap());
+    assert_eq!(
+        ma.ino(),
+        mb.ino(),
+        "the image gives both the same inode number"
+    );
+    let traced = trace_touches(&[a, b]);
+    check_files(&traced, &fs.files, false);
+    assert_eq!(row(&traced.report, a)["dev"].as_u64(), Some(ma.dev()));
+    assert_eq!(row(&traced.report, b)["dev"].as_u64(), Some(mb.dev()));
+}
+
+#[test]
+fn xfs_files_are_named_with_their_pages() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Xfs::new(&[("a.bin", PAGES), ("b.bin", PAGES)]) else {
+        return;
+    };
+    let paths: Vec<&Path> = fs.files.iter().map(|f| f.path.as_path()).collect();
+    let traced = trace_touches(&paths);
+    check_files(&traced, &fs.files, false);
+}
+
+#[test]
+fn squashfs_files_are_named_and_read_in_whole_blocks() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Squashfs::new(&[("a.bin", PAGES), ("b.bin", PAGES)]) else {
+        return;
+    };
+    let paths: Vec<&Path> = fs.files.iter().map(|f| f.path.as_path()).collect();
+    let traced = trace_touches(&paths);
+    // squashfs decompresses a whole 128 KiB block into the page cache.
+    check_files(&traced, &fs.files, true);
+    for file in &fs.files {
+        let read = pages(&row(&traced.report, &file.path)["pages"]["read"]);
+        assert_eq!(read, (0..PAGES).collect(), "{}", file.path.display());
+    }
+}
