@@ -260,6 +260,9 @@ mod tests {
                         mtime_ns: Some(1),
                         build_id: None,
                         opened_by_tree: true,
+                        kind: None,
+                        opened_as: None,
+                        note: None,
                     }],
                     processes: vec![
                         process(TREE, Some(TREE), true),

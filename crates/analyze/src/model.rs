@@ -65,9 +65,17 @@ pub struct Totals {
 /// Per-file figures, counting only the traced tree's events.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
-    /// The file's path, or `[dev MAJ:MIN inode N]` (`[in-kernel file: ...]` for
-    /// major 0) when it was not resolved.
+    /// The path that opens the file here, or, in brackets, what an
+    /// unresolved row holds (`[ext4 metadata on /dev/vda (mounted at /)]`)
+    /// or its identity (`[dev MAJ:MIN inode N]`).
     pub path: String,
+    /// The path the program opened it by, when that is not `path`: the
+    /// overlay path of the layer file holding its pages, the path inside
+    /// the program's own mount namespace.
+    pub opened_as: Option<String>,
+    /// What the row holds (file data, filesystem metadata, memory); absent
+    /// in profiles recorded before coldstart told them apart.
+    pub kind: Option<coldstart_profile::FileKind>,
     pub resolved: bool,
     pub dev: u64,
     pub ino: u64,

@@ -194,10 +194,12 @@ fn run_info(loaded: &LoadedRun) -> RunInfo {
     }
 }
 
-/// A file's label: its path, or its identity when unresolved.
+/// A file's label: its path, or, when it has none, what the recorder
+/// found it holds (or why it has no path), or its identity.
 pub fn label(file: &File) -> String {
     match &file.path {
         Some(path) => path.clone(),
+        None if file.note.is_some() => format!("[{}]", file.note.as_deref().unwrap_or_default()),
         None if file.in_kernel() => format!(
             "[in-kernel file: metadata or shared memory, dev 0:{} inode {}]",
             file.dev_minor(),
@@ -281,6 +283,8 @@ fn file_report(
 
     let mut report = FileReport {
         path: label.clone(),
+        opened_as: file.opened_as.clone(),
+        kind: file.kind,
         resolved: file.path.is_some(),
         dev: file.dev,
         ino: file.ino,

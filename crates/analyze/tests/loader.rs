@@ -31,6 +31,9 @@ fn file(path: &str, ino: u64) -> NewFile {
         mtime_ns: Some(1),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

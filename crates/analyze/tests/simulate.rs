@@ -30,6 +30,9 @@ fn data_file(dir: &Path, name: &str) -> NewFile {
         mtime_ns: Some(meta.mtime() * 1_000_000_000 + meta.mtime_nsec()),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

@@ -41,6 +41,9 @@ fn library(fx: &Fixture) -> NewFile {
         mtime_ns: Some(1),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 
@@ -53,6 +56,9 @@ fn libc() -> NewFile {
         mtime_ns: Some(1),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

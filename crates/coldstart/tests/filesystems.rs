@@ -7,7 +7,7 @@
 //! mincore finds resident afterwards.
 
 use coldstart_testkit::filesystems::{
-    Btrfs, Squashfs, TestFile, Xfs, build_touch_files, parse_touches,
+    Btrfs, Overlay, Squashfs, TestFile, Xfs, build_touch_files, parse_touches,
 };
 use coldstart_testkit::{can_trace, world_readable_temp_dir};
 use serde_json::Value;
@@ -223,5 +223,54 @@ fn squashfs_files_are_named_and_read_in_whole_blocks() {
     for file in &fs.files {
         let read = pages(&row(&traced.report, &file.path)["pages"]["read"]);
         assert_eq!(read, (0..PAGES).collect(), "{}", file.path.display());
+    }
+}
+
+#[test]
+fn overlay_files_are_their_layer_files_opened_through_the_overlay() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Overlay::new(&[("a.bin", PAGES), ("b.bin", PAGES)]) else {
+        return;
+    };
+    let merged: Vec<&Path> = fs.files.iter().map(|f| f.merged.as_path()).collect();
+    let traced = trace_touches(&merged);
+    // The pages are the lower layer's: its files are the rows, each
+    // keeping the overlay path the program opened.
+    let lower: Vec<TestFile> = fs
+        .files
+        .iter()
+        .map(|f| TestFile {
+            path: f.lower.clone(),
+            pages: f.pages,
+            seed: f.seed,
+        })
+        .collect();
+    // The program touched the merged paths; the oracle's paths are the
+    // layer files behind them.
+    // mincore through the overlay path sees the layer file's pages: what
+    // the run left resident, taken before `report` read the files.
+    let by_layer = Traced {
+        report: traced.report.clone(),
+        touches: traced
+            .touches
+            .iter()
+            .map(|(path, page, how)| {
+                let file = fs
+                    .files
+                    .iter()
+                    .find(|f| f.merged == Path::new(path))
+                    .unwrap();
+                (file.lower.display().to_string(), *page, how.clone())
+            })
+            .collect(),
+        resident: traced.resident.clone(),
+    };
+    check_files(&by_layer, &lower, false);
+    for file in &fs.files {
+        let r = row(&traced.report, &file.lower);
+        assert_eq!(r["opened_as"].as_str(), file.merged.to_str(), "{r:#}");
+        assert_eq!(r["kind"], "file");
     }
 }

@@ -29,6 +29,9 @@ fn file(path: &str, size: u64, mtime_ns: i64) -> NewFile {
         mtime_ns: Some(mtime_ns),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

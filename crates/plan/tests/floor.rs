@@ -60,6 +60,9 @@ fn file(id: FileId, path: &str) -> File {
         mtime_ns: None,
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

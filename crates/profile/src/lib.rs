@@ -514,7 +514,9 @@ impl Profile {
             let mut complete = tx
                 .prepare_cached(
                     "UPDATE files SET path = coalesce(path, ?2), size = coalesce(size, ?3),
-                        mtime_ns = coalesce(mtime_ns, ?4), build_id = coalesce(build_id, ?5)
+                        mtime_ns = coalesce(mtime_ns, ?4), build_id = coalesce(build_id, ?5),
+                        kind = coalesce(kind, ?6), opened_as = coalesce(opened_as, ?7),
+                        note = coalesce(note, ?8)
                      WHERE id = ?1",
                 )
                 .map_err(fail)?;
@@ -533,7 +535,10 @@ impl Profile {
                                 file.path,
                                 file.size.map(|v| v as i64),
                                 file.mtime_ns,
-                                file.build_id
+                                file.build_id,
+                                file.kind.map(FileKind::name),
+                                file.opened_as,
+                                file.note
                             ])
                             .map_err(fail)?;
                         id
@@ -770,7 +775,8 @@ impl Profile {
 
     pub fn files(&self, run: RunId) -> Result<Vec<File>> {
         let raw = self.query(
-            "SELECT id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree
+            "SELECT id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree,
+                    kind, opened_as, note
              FROM files WHERE run_id = ?1 ORDER BY id",
             run,
             |row| {
@@ -783,12 +789,18 @@ impl Profile {
                     row.get::<_, Option<i64>>(5)?,
                     row.get::<_, Option<String>>(6)?,
                     row.get::<_, i64>(7)?,
+                    (
+                        row.get::<_, Option<String>>(8)?,
+                        row.get::<_, Option<String>>(9)?,
+                        row.get::<_, Option<String>>(10)?,
+                    ),
                 ))
             },
         )?;
         raw.into_iter()
             .map(
-                |(id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree)| {
+                |(id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree, origin)| {
+                    let (kind, opened_as, note) = origin;
                     let checked = || -> std::result::Result<File, String> {
                         Ok(File {
                             id,
@@ -800,6 +812,16 @@ impl Profile {
                             mtime_ns,
                             build_id,
                             opened_by_tree: check::flag("opened_by_tree", opened_by_tree)?,
+                            kind: match kind {
+                                Some(name) => {
+                                    Some(FileKind::from_name(&name).ok_or_else(|| {
+                                        format!("kind {name:?} is none of file, metadata, memory")
+                                    })?)
+                                }
+                                None => None,
+                            },
+                            opened_as,
+                            note,
                         })
                     };
                     checked()
@@ -1203,8 +1225,9 @@ fn files_of_run(conn: &Connection, run: RunId) -> rusqlite::Result<HashSet<FileI
 
 fn insert_file(conn: &Connection, run: RunId, file: &NewFile) -> rusqlite::Result<FileId> {
     conn.prepare_cached(
-        "INSERT INTO files (run_id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO files (run_id, dev, ino, path, size, mtime_ns, build_id, opened_by_tree,
+                            kind, opened_as, note)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         run,
@@ -1215,6 +1238,9 @@ fn insert_file(conn: &Connection, run: RunId, file: &NewFile) -> rusqlite::Resul
         file.mtime_ns,
         file.build_id,
         file.opened_by_tree,
+        file.kind.map(FileKind::name),
+        file.opened_as,
+        file.note,
     ])?;
     Ok(conn.last_insert_rowid())
 }

@@ -138,6 +138,44 @@ pub struct File {
     pub mtime_ns: Option<i64>,
     pub build_id: Option<String>,
     pub opened_by_tree: bool,
+    /// What the row holds; None in profiles older than schema 8.
+    pub kind: Option<FileKind>,
+    /// The path the program opened the file by, when that is not `path`:
+    /// the overlay path of a layer's file, or the path inside the
+    /// program's own mount namespace.
+    pub opened_as: Option<String>,
+    /// What a row without a path holds ("ext4 metadata of /dev/vda"), or
+    /// why it has no path.
+    pub note: Option<String>,
+}
+
+/// What a file row holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    /// A file's data, read from a device.
+    File,
+    /// A filesystem's own metadata: a block device's cache (ext4's inode
+    /// tables and directories), btrfs's trees.
+    Metadata,
+    /// Pages in memory only: tmpfs, shared memory, memfd, /proc.
+    Memory,
+}
+
+impl FileKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::File => "file",
+            FileKind::Metadata => "metadata",
+            FileKind::Memory => "memory",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<FileKind> {
+        [FileKind::File, FileKind::Metadata, FileKind::Memory]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
 }
 
 impl File {
@@ -162,12 +200,17 @@ impl File {
         libc::minor(self.dev)
     }
 
-    /// Whether the file is one of the kernel's own (device major 0): a block
-    /// device's cache holding filesystem metadata, shared memory, memfd,
-    /// /proc. Its pages are not read from a file on a device, so it is never
-    /// planned, never a miss, and its offsets are not a file's.
+    /// Whether the file is one of the kernel's own: a block device's cache
+    /// holding filesystem metadata, btrfs's trees, shared memory, memfd,
+    /// tmpfs, /proc. Its pages are not read from a file on a device, so it
+    /// is never planned, never a miss, and its offsets are not a file's.
+    /// Profiles older than schema 8 did not record it: there, device major
+    /// 0 tells (which misjudged btrfs subvolumes and overlays).
     pub fn in_kernel(&self) -> bool {
-        self.dev_major() == 0
+        match self.kind {
+            Some(kind) => kind != FileKind::File,
+            None => self.dev_major() == 0,
+        }
     }
 }
 
@@ -181,6 +224,9 @@ pub struct NewFile {
     pub mtime_ns: Option<i64>,
     pub build_id: Option<String>,
     pub opened_by_tree: bool,
+    pub kind: Option<FileKind>,
+    pub opened_as: Option<String>,
+    pub note: Option<String>,
 }
 
 /// What happened to a page range.
@@ -515,6 +561,9 @@ mod tests {
             mtime_ns: None,
             build_id: None,
             opened_by_tree: false,
+            kind: None,
+            opened_as: None,
+            note: None,
         }
     }
 

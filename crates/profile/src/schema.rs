@@ -8,7 +8,7 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The `functions` table, in both the new-profile schema and the 2 -> 3
 /// migration, so the two cannot drift apart.
@@ -160,6 +160,9 @@ CREATE TABLE files (
     mtime_ns       INTEGER,
     build_id       TEXT,
     opened_by_tree INTEGER NOT NULL,      -- opened or exec'd by the traced tree during the run
+    kind           TEXT,                  -- 'file', 'metadata' or 'memory'; NULL before schema 8
+    opened_as      TEXT,                  -- the path the program opened it by, when not `path`
+    note           TEXT,                  -- what a row without a path holds, or why it has none
     UNIQUE (run_id, dev, ino)
 );
 CREATE TABLE page_events (
@@ -218,6 +221,15 @@ CREATE TABLE lost_events (
     path_lookups_table!()
 );
 
+/// The 7 -> 8 columns of `files`, which a new profile has in its table.
+macro_rules! file_origin_columns {
+    () => {
+        "ALTER TABLE files ADD COLUMN kind TEXT;
+         ALTER TABLE files ADD COLUMN opened_as TEXT;
+         ALTER TABLE files ADD COLUMN note TEXT;"
+    };
+}
+
 /// Upgrades: `MIGRATIONS[i]` takes a profile from version i + 1 to i + 2.
 pub const MIGRATIONS: &[&str] = &[
     // 1 -> 2: page events clustered by (run, time order), so a trace's
@@ -258,4 +270,7 @@ ALTER TABLE page_events_v2 RENAME TO page_events;
     inode_loads_table!(),
     // 6 -> 7: the names a start looked up.
     path_lookups_table!(),
+    // 7 -> 8: what each file row holds, the path the program opened it
+    // by, and what names a row without a path.
+    file_origin_columns!(),
 ];

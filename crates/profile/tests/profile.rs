@@ -32,6 +32,9 @@ fn batch() -> Batch {
                 mtime_ns: Some(123),
                 build_id: Some("abcd".into()),
                 opened_by_tree: true,
+                kind: None,
+                opened_as: None,
+                note: None,
             },
             NewFile {
                 dev: 65024,
@@ -41,6 +44,9 @@ fn batch() -> Batch {
                 mtime_ns: None,
                 build_id: None,
                 opened_by_tree: false,
+                kind: None,
+                opened_as: None,
+                note: None,
             },
         ],
         processes: vec![Process {
@@ -481,6 +487,9 @@ fn functions_round_trip_and_share_the_page_trace_files() {
         mtime_ns: None,
         build_id: None,
         opened_by_tree: false,
+        kind: None,
+        opened_as: None,
+        note: None,
     };
     let mut libx = batch().files[0].clone();
     libx.path = None;

@@ -38,6 +38,9 @@ fn write_profile(path: &Path) -> RunId {
         mtime_ns: Some(123),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     };
     let event = |t_ns, page, npages| PageEvent {
         t_ns,

@@ -213,6 +213,7 @@ fn opens() -> HashMap<(u64, u64), SeenFile> {
                 size: 64 << 20,
                 mtime_ns: 0,
                 openers: vec![ROOT_PID],
+                opened_as: None,
             };
             ((kernel_dev_to_user(DEV), ino), file)
         })
@@ -366,6 +367,7 @@ fn assemble_rows(decoded: &[TraceEvent], opens: &HashMap<(u64, u64), SeenFile>) 
         decoded,
         1_000_000,
         ROOT_PID,
+        &coldstart_record::filesystems::Filesystems::here(),
         opens,
         &no_maps,
         &Mappings::default(),

@@ -739,6 +739,9 @@ fn new_file(module: &Module) -> NewFile {
         mtime_ns: meta.as_ref().map(coldstart_system::identity::mtime_ns),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

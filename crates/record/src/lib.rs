@@ -6,6 +6,7 @@
 //! belong to coldstart-system.
 
 mod bpf_asm;
+pub mod filesystems;
 pub mod function_records;
 pub mod functions;
 pub mod loader;

@@ -33,6 +33,9 @@ pub struct SeenFile {
     pub mtime_ns: i64,
     /// Processes (tgids) that opened it, first opener first.
     pub openers: Vec<i32>,
+    /// The path the program opened it by, when that is not `path` (an
+    /// overlay's path for the layer file holding its pages).
+    pub opened_as: Option<String>,
 }
 
 /// Collects opens from every filesystem until stopped.
@@ -178,6 +181,7 @@ fn record(file: &fs::File, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>)
             size: meta.size(),
             mtime_ns: coldstart_system::identity::mtime_ns(&meta),
             openers: vec![pid],
+            opened_as: None,
         },
     );
 }

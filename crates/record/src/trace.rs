@@ -6,6 +6,7 @@
 //! Raw trace buffers are only kept in memory while the program runs and
 //! decoded after tracing stopped, so decoding costs the program nothing.
 
+use crate::filesystems::Filesystems;
 use crate::loader::calibrate;
 use crate::loader::probes::{LoaderProbes, NoProbes};
 use crate::loader::spans::SpanAssembly;
@@ -182,11 +183,15 @@ pub fn trace(
     stage(Stage::Writing {
         events: events.len(),
     });
+    let filesystems = Filesystems::here();
+    let mut opens = captured.opens;
+    filesystems.resolve_overlay_opens(&mut opens);
     let assembled = assemble(
         &events,
         t0,
         root_pid,
-        &captured.opens,
+        &filesystems,
+        &opens,
         &mapped,
         &mappings,
         page_size,
@@ -930,8 +935,8 @@ pub struct Assembled {
 /// Turns decoded events into profile rows: the process tree, the files
 /// with their exact paths, and page events on the run's clock.
 ///
-/// `t0` is the launch time on the trace clock, `opens` what the open
-/// watcher saw, `mapped` paths found in /proc/PID/maps, `mappings` the
+/// `t0` is the launch time on the trace clock, `filesystems` the mounts
+/// that tell what each row holds, `opens` what the open watcher saw, `mapped` paths found in /proc/PID/maps, `mappings` the
 /// tree's mappings for user faults. `loader` is `Some` when the loader
 /// was probed, saying whether symbol lookups were.
 #[allow(clippy::too_many_arguments)]
@@ -939,6 +944,7 @@ pub fn assemble(
     events: &[TraceEvent],
     t0: i64,
     root_pid: i32,
+    filesystems: &Filesystems,
     opens: &HashMap<FileIdentity, SeenFile>,
     mapped: &HashMap<FileIdentity, String>,
     mappings: &Mappings,
@@ -949,6 +955,7 @@ pub fn assemble(
         t0,
         root_pid,
         page_size,
+        filesystems,
         opens,
         mapped,
         mappings,
@@ -976,6 +983,7 @@ struct RunAssembly<'a> {
     t0: i64,
     root_pid: i32,
     page_size: u64,
+    filesystems: &'a Filesystems,
     opens: &'a HashMap<FileIdentity, SeenFile>,
     mapped: &'a HashMap<FileIdentity, String>,
     mappings: &'a Mappings,
@@ -1128,7 +1136,8 @@ impl RunAssembly<'_> {
     fn file_id(&mut self, key: FileKey) -> i64 {
         let next = self.files.len();
         let index = *self.file_index.entry(key).or_insert_with(|| {
-            self.files.push(new_file(key, self.opens, self.mapped));
+            self.files
+                .push(new_file(key, self.filesystems, self.opens, self.mapped));
             next
         });
         Batch::batch_file_id(index)
@@ -1352,6 +1361,7 @@ fn readahead_kind(kind: crate::tracefs::events::ReadaheadKind) -> ReadaheadKind 
 
 fn new_file(
     key: FileKey,
+    filesystems: &Filesystems,
     opens: &HashMap<FileIdentity, SeenFile>,
     mapped: &HashMap<FileIdentity, String>,
 ) -> NewFile {
@@ -1364,11 +1374,15 @@ fn new_file(
         mtime_ns: None,
         build_id: None,
         opened_by_tree: false,
+        kind: None,
+        opened_as: None,
+        note: None,
     };
     if let Some(seen) = opens.get(&identity) {
         file.path = Some(seen.path.clone());
         file.size = Some(seen.size);
         file.mtime_ns = Some(seen.mtime_ns);
+        file.opened_as = seen.opened_as.clone();
     } else if let Some(path) = mapped.get(&identity) {
         // Trust a maps path only while it still names the same inode.
         if paths::identity_of(Path::new(path)) == Some(identity) {
@@ -1378,6 +1392,9 @@ fn new_file(
     if let Some(path) = &file.path {
         file.build_id = build_id(Path::new(path));
     }
+    let (kind, note) = filesystems.classify(identity, file.path.is_some());
+    file.kind = Some(kind);
+    file.note = note;
     file
 }
 

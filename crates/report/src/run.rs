@@ -163,7 +163,10 @@ fn files(out: &mut String, report: &RunReport, view: &RunView) {
             f.last_access_ns.map(ms).unwrap_or_default(),
             format!(
                 "{}{}",
-                f.path,
+                match &f.opened_as {
+                    Some(opened) => format!("{opened} (its pages: {})", f.path),
+                    None => f.path.clone(),
+                },
                 if f.touched_by_others {
                     " (also used by other processes)"
                 } else {

@@ -121,6 +121,8 @@ fn sample() -> Timeline {
 fn file_report(path: &str) -> FileReport {
     FileReport {
         path: path.into(),
+        opened_as: None,
+        kind: None,
         resolved: true,
         dev: 2049,
         ino: 7,

@@ -20,6 +20,9 @@ pub fn file(id: FileId, path: &str, pages: u64) -> File {
         mtime_ns: Some(7),
         build_id: None,
         opened_by_tree: true,
+        kind: None,
+        opened_as: None,
+        note: None,
     }
 }
 

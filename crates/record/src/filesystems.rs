@@ -1,0 +1,402 @@
+//! What the filesystems a run's files live on say about them: which rows
+//! hold a filesystem's metadata or pages that live only in memory, and,
+//! on an overlay, which layer's file holds the pages of a file the
+//! program opened through the overlay.
+//!
+//! An overlay passes reads to the file of the layer that holds it, so the
+//! page cache, and every trace event, names that file (its filesystem's
+//! device and inode), never the overlay's. The program opened the overlay
+//! path; the open watcher sees that open, and (opened by the overlay
+//! itself, through a private mount of the layer) the layer file's open,
+//! whose path is relative to that private mount. Both are put right here:
+//! the layer file is named by the path that opens it in this mount
+//! namespace, and keeps the overlay path the program opened as
+//! `opened_as`.
+
+use crate::paths::{FileIdentity, SeenFile};
+use coldstart_profile::FileKind;
+use coldstart_system::proc::{self, MountInfo};
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// Filesystem types whose pages live in memory only.
+const MEMORY_FILESYSTEMS: &[&str] = &[
+    "tmpfs",
+    "ramfs",
+    "devtmpfs",
+    "proc",
+    "sysfs",
+    "shm",
+    "hugetlbfs",
+    "mqueue",
+    "bpf",
+];
+
+/// An overlay mount: where it is, and its layers' directories, upper
+/// first, in the order the overlay looks files up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayMount {
+    pub target: PathBuf,
+    pub layers: Vec<PathBuf>,
+}
+
+/// The mounts of this mount namespace, read once.
+#[derive(Debug, Clone, Default)]
+pub struct Filesystems {
+    mounts: Vec<MountInfo>,
+    overlays: Vec<OverlayMount>,
+}
+
+impl Filesystems {
+    /// This process's mounts.
+    pub fn here() -> Filesystems {
+        Filesystems::new(proc::mountinfo(None))
+    }
+
+    pub fn new(mounts: Vec<MountInfo>) -> Filesystems {
+        let overlays = mounts
+            .iter()
+            .filter(|m| m.fstype == "overlay")
+            .filter_map(|m| {
+                Some(OverlayMount {
+                    target: m.target.clone(),
+                    layers: overlay_layers(&m.super_options)?,
+                })
+            })
+            .collect();
+        Filesystems { mounts, overlays }
+    }
+
+    /// What the row of the file `identity` (as stat() encodes it) holds,
+    /// and, for one without a path, what names it.
+    pub fn classify(&self, identity: FileIdentity, has_path: bool) -> (FileKind, Option<String>) {
+        let (dev, ino) = identity;
+        if let Some(mount) = self.metadata_of(identity) {
+            return (
+                FileKind::Metadata,
+                Some(format!(
+                    "{} metadata on {} (mounted at {})",
+                    mount.fstype,
+                    mount.source,
+                    mount.target.display()
+                )),
+            );
+        }
+        let mount = self.mounts.iter().find(|m| m.dev == dev);
+        if let Some(mount) = mount
+            && MEMORY_FILESYSTEMS.contains(&mount.fstype.as_str())
+        {
+            let note = (!has_path).then(|| {
+                format!(
+                    "a {} file at {}, inode {ino}, no longer open",
+                    mount.fstype,
+                    mount.target.display()
+                )
+            });
+            return (FileKind::Memory, note);
+        }
+        if has_path {
+            return (FileKind::File, None);
+        }
+        if let Some(mount) = mount.filter(|m| m.fstype == "btrfs") {
+            return (
+                FileKind::File,
+                Some(format!(
+                    "btrfs inode {ino} on {} in a subvolume the trace could not tell",
+                    mount.source
+                )),
+            );
+        }
+        if libc::major(dev) == 0 && mount.is_none() {
+            return (
+                FileKind::Memory,
+                Some(format!(
+                    "an in-kernel file (shared memory, memfd, a pipe), dev 0:{} inode {ino}",
+                    libc::minor(dev)
+                )),
+            );
+        }
+        (
+            FileKind::File,
+            Some(format!(
+                "dev {}:{} inode {ino}: neither opened nor mapped by a process while traced",
+                libc::major(dev),
+                libc::minor(dev)
+            )),
+        )
+    }
+
+    /// The mount whose filesystem's metadata the file `identity` holds: a
+    /// block device's own cache (the kernel's block device filesystem
+    /// numbers each device's inode with the device's number, major << 20 |
+    /// minor) or btrfs's tree inode (inode 1 on the superblock's device).
+    fn metadata_of(&self, (dev, ino): FileIdentity) -> Option<&MountInfo> {
+        if libc::major(dev) != 0 {
+            return None;
+        }
+        if ino == 1
+            && let Some(mount) = self
+                .mounts
+                .iter()
+                .find(|m| m.fstype == "btrfs" && m.dev == dev)
+        {
+            return Some(mount);
+        }
+        self.mounts.iter().find(|m| {
+            m.source.starts_with('/')
+                && fs::metadata(&m.source).is_ok_and(|meta| {
+                    meta.file_type().is_block_device() && kernel_devt(meta.rdev()) == ino
+                })
+        })
+    }
+
+    /// Puts right what the open watcher saw of files on overlays: each
+    /// layer file gets the path that opens it here and the overlay path
+    /// the program opened; a layer file whose own open was not seen is
+    /// added from the overlay open.
+    pub fn resolve_overlay_opens(&self, opens: &mut HashMap<FileIdentity, SeenFile>) {
+        if self.overlays.is_empty() {
+            return;
+        }
+        // Layer files opened through an overlay's private mount of the
+        // layer: their paths are relative to that layer's directory.
+        for (&identity, seen) in opens.iter_mut() {
+            if names(&seen.path, identity) {
+                continue;
+            }
+            if let Some(path) = self.layer_path(&seen.path, identity) {
+                seen.path = path;
+            }
+        }
+        // The overlay opens: find the layer file behind each.
+        let overlay_opens: Vec<(FileIdentity, SeenFile)> = opens
+            .iter()
+            .filter(|(_, seen)| self.overlay_of(Path::new(&seen.path)).is_some())
+            .map(|(&identity, seen)| (identity, seen.clone()))
+            .collect();
+        for (overlay_identity, seen) in overlay_opens {
+            let Some((layer_identity, layer_path)) = self.layer_file(Path::new(&seen.path)) else {
+                continue;
+            };
+            if layer_identity == overlay_identity {
+                continue;
+            }
+            let entry = opens.entry(layer_identity).or_insert_with(|| SeenFile {
+                path: layer_path.clone(),
+                opened_as: None,
+                ..seen.clone()
+            });
+            entry.opened_as = Some(seen.path.clone());
+            for pid in &seen.openers {
+                if !entry.openers.contains(pid) {
+                    entry.openers.push(*pid);
+                }
+            }
+        }
+    }
+
+    /// The overlay mount `path` is under, the deepest one.
+    fn overlay_of(&self, path: &Path) -> Option<&OverlayMount> {
+        self.overlays
+            .iter()
+            .filter(|o| path.starts_with(&o.target))
+            .max_by_key(|o| o.target.as_os_str().len())
+    }
+
+    /// The file of the layer that holds the overlay file at `path`: the
+    /// first layer, upper first, with an entry there (a whiteout, a
+    /// character device 0:0, means the file is deleted above every lower
+    /// layer), and its identity.
+    pub fn layer_file(&self, path: &Path) -> Option<(FileIdentity, String)> {
+        let overlay = self.overlay_of(path)?;
+        let relative = path.strip_prefix(&overlay.target).ok()?;
+        for layer in &overlay.layers {
+            let candidate = layer.join(relative);
+            let Ok(meta) = fs::symlink_metadata(&candidate) else {
+                continue;
+            };
+            if meta.file_type().is_char_device() && meta.rdev() == 0 {
+                return None;
+            }
+            let meta = fs::metadata(&candidate).ok()?;
+            return Some(((meta.dev(), meta.ino()), candidate.to_str()?.to_string()));
+        }
+        None
+    }
+
+    /// The path here of layer file `identity` seen at `relative`, a path
+    /// relative to one of the overlays' layer directories.
+    fn layer_path(&self, relative: &str, identity: FileIdentity) -> Option<String> {
+        let relative = relative.trim_start_matches('/');
+        self.overlays
+            .iter()
+            .flat_map(|o| o.layers.iter())
+            .map(|layer| layer.join(relative))
+            .find(|candidate| names(candidate.to_str().unwrap_or(""), identity))
+            .and_then(|candidate| candidate.to_str().map(str::to_string))
+    }
+}
+
+/// Whether `path` names the file `identity` in this mount namespace.
+fn names(path: &str, identity: FileIdentity) -> bool {
+    fs::metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == identity)
+}
+
+/// The kernel's internal encoding of a device number (major << 20 |
+/// minor), which its block device filesystem uses as the inode number.
+fn kernel_devt(dev: u64) -> u64 {
+    (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev))
+}
+
+/// An overlay's layer directories from its mount options, upper first:
+/// `upperdir=`, then `lowerdir=` (colon-separated, `\:` escaping a colon
+/// in a name) or one `lowerdir+=` per layer, and `datadir+=` last. Commas
+/// in paths come escaped as `\,`.
+fn overlay_layers(options: &str) -> Option<Vec<PathBuf>> {
+    let mut upper = None;
+    let mut lowers = Vec::new();
+    let mut data = Vec::new();
+    for option in split_unescaped(options, ',') {
+        if let Some(dir) = option.strip_prefix("upperdir=") {
+            upper = Some(PathBuf::from(unescape(dir)));
+        } else if let Some(dirs) = option.strip_prefix("lowerdir=") {
+            lowers.extend(
+                split_unescaped(dirs, ':')
+                    .iter()
+                    .filter(|d| !d.is_empty())
+                    .map(|d| PathBuf::from(unescape(d))),
+            );
+        } else if let Some(dir) = option.strip_prefix("lowerdir+=") {
+            lowers.push(PathBuf::from(unescape(dir)));
+        } else if let Some(dir) = option.strip_prefix("datadir+=") {
+            data.push(PathBuf::from(unescape(dir)));
+        }
+    }
+    if lowers.is_empty() {
+        return None;
+    }
+    Some(upper.into_iter().chain(lowers).chain(data).collect())
+}
+
+/// Splits at `separator` where it is not escaped by a backslash.
+fn split_unescaped(text: &str, separator: char) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            let last = parts.last_mut().expect("one part at least");
+            last.push(c);
+            if let Some(next) = chars.next() {
+                last.push(next);
+            }
+        } else if c == separator {
+            parts.push(String::new());
+        } else {
+            parts.last_mut().expect("one part at least").push(c);
+        }
+    }
+    parts
+}
+
+/// Drops the backslashes escaping a character.
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_layers_come_upper_first_then_lowers_in_lookup_order() {
+        assert_eq!(
+            overlay_layers("rw,lowerdir=/l1:/l\\:2,upperdir=/u,workdir=/w,uuid=on"),
+            Some(vec!["/u".into(), "/l1".into(), "/l:2".into()])
+        );
+        assert_eq!(
+            overlay_layers("ro,lowerdir+=/a,lowerdir+=/b\\,c,datadir+=/d"),
+            Some(vec!["/a".into(), "/b,c".into(), "/d".into()])
+        );
+        assert_eq!(overlay_layers("rw,upperdir=/u"), None);
+    }
+
+    fn mount(dev: u64, fstype: &str, source: &str, target: &str) -> MountInfo {
+        MountInfo {
+            dev,
+            root: "/".into(),
+            target: target.into(),
+            fstype: fstype.into(),
+            source: source.into(),
+            super_options: String::new(),
+        }
+    }
+
+    #[test]
+    fn rows_are_told_apart_by_what_their_filesystem_is() {
+        let btrfs = libc::makedev(0, 39);
+        let tmpfs = libc::makedev(0, 25);
+        let fs = Filesystems::new(vec![
+            mount(btrfs, "btrfs", "/dev/loop0", "/mnt"),
+            mount(tmpfs, "tmpfs", "tmpfs", "/dev/shm"),
+        ]);
+        let (kind, note) = fs.classify((btrfs, 1), false);
+        assert_eq!(kind, FileKind::Metadata);
+        assert_eq!(
+            note.unwrap(),
+            "btrfs metadata on /dev/loop0 (mounted at /mnt)"
+        );
+        let (kind, note) = fs.classify((btrfs, 257), false);
+        assert_eq!(kind, FileKind::File);
+        assert!(note.unwrap().contains("could not tell"));
+        assert_eq!(fs.classify((tmpfs, 5), true), (FileKind::Memory, None));
+        let (kind, _) = fs.classify((libc::makedev(0, 1), 77), false);
+        assert_eq!(kind, FileKind::Memory);
+        assert_eq!(
+            fs.classify((libc::makedev(254, 0), 9), true),
+            (FileKind::File, None)
+        );
+        let (kind, note) = fs.classify((libc::makedev(254, 0), 9), false);
+        assert_eq!(kind, FileKind::File);
+        assert!(note.unwrap().contains("neither opened nor mapped"));
+    }
+
+    #[test]
+    fn a_block_devices_own_cache_is_its_filesystems_metadata() {
+        // The root filesystem's device, when it is a block device here.
+        let Some(root) = proc::mountinfo(None)
+            .into_iter()
+            .rev()
+            .find(|m| m.target == Path::new("/"))
+        else {
+            return;
+        };
+        let Ok(meta) = fs::metadata(&root.source) else {
+            eprintln!("SKIPPED: the root filesystem's source is no device here");
+            return;
+        };
+        if !meta.file_type().is_block_device() {
+            return;
+        }
+        let fs = Filesystems::new(vec![root.clone()]);
+        let bdev = (libc::makedev(0, 3), kernel_devt(meta.rdev()));
+        let (kind, note) = fs.classify(bdev, false);
+        assert_eq!(kind, FileKind::Metadata);
+        assert!(
+            note.unwrap()
+                .starts_with(&format!("{} metadata on {}", root.fstype, root.source))
+        );
+    }
+}
