@@ -341,6 +341,11 @@ fn one_complete_run(path: &Path) -> RunId {
     run
 }
 
+/// Takes a current profile's files back to schema 7's columns: no kind,
+/// no path opened as, no note.
+const BEFORE_FILE_ORIGIN: &str = "ALTER TABLE files DROP COLUMN note; \
+    ALTER TABLE files DROP COLUMN opened_as; ALTER TABLE files DROP COLUMN kind;";
+
 /// Takes a current profile back to schema 3's layout: no loader spans, no
 /// `runs.loader` nor `runs.loader_hit_ns` (the last columns, so the others
 /// keep their places).
@@ -384,7 +389,7 @@ fn a_schema_1_profile_is_upgraded_when_opened() {
              ALTER TABLE v1 RENAME TO page_events;
              CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
              DROP TABLE functions;
-             {BEFORE_LOADER_SPANS}
+             {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN}
              PRAGMA user_version = 1;
              COMMIT;"
         ))
@@ -598,7 +603,8 @@ fn a_schema_2_profile_gains_the_functions_table() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; DROP TABLE functions; {BEFORE_LOADER_SPANS} PRAGMA user_version = 2; COMMIT;"
+            "BEGIN; DROP TABLE functions; {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN} \
+             PRAGMA user_version = 2; COMMIT;"
         ))
         .unwrap();
 
@@ -880,7 +886,7 @@ fn a_schema_3_profile_gains_loader_spans_and_the_runs_loader_column() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; {BEFORE_LOADER_SPANS} PRAGMA user_version = 3; COMMIT;"
+            "BEGIN; {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN} PRAGMA user_version = 3; COMMIT;"
         ))
         .unwrap();
 
@@ -978,7 +984,7 @@ fn a_schema_4_profile_gains_probe_hits_and_the_cost_of_a_hit() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; {BEFORE_PROBE_COST} PRAGMA user_version = 4; COMMIT;"
+            "BEGIN; {BEFORE_PROBE_COST} {BEFORE_FILE_ORIGIN} PRAGMA user_version = 4; COMMIT;"
         ))
         .unwrap();
 
@@ -1007,10 +1013,10 @@ fn a_schema_5_profile_gains_the_inode_loads_table() {
     let run = one_complete_run(&path);
     Connection::open(&path)
         .unwrap()
-        .execute_batch(
-            "BEGIN; DROP TABLE path_lookups; DROP TABLE inode_loads; \
-             PRAGMA user_version = 5; COMMIT;",
-        )
+        .execute_batch(&format!(
+            "BEGIN; DROP TABLE path_lookups; DROP TABLE inode_loads; {BEFORE_FILE_ORIGIN} \
+             PRAGMA user_version = 5; COMMIT;"
+        ))
         .unwrap();
 
     let mut p = Profile::create_or_open(&path).unwrap();
@@ -1034,7 +1040,9 @@ fn a_schema_6_profile_gains_the_path_lookups_table() {
     let run = one_complete_run(&path);
     Connection::open(&path)
         .unwrap()
-        .execute_batch("BEGIN; DROP TABLE path_lookups; PRAGMA user_version = 6; COMMIT;")
+        .execute_batch(&format!(
+            "BEGIN; DROP TABLE path_lookups; {BEFORE_FILE_ORIGIN} PRAGMA user_version = 6; COMMIT;"
+        ))
         .unwrap();
 
     let mut p = Profile::create_or_open(&path).unwrap();
@@ -1048,6 +1056,50 @@ fn a_schema_6_profile_gains_the_path_lookups_table() {
     let fresh = dir.path().join("fresh.db");
     drop(Profile::create_or_open(&fresh).unwrap());
     let pragma = "table_xinfo(path_lookups)";
+    assert_eq!(shape(&path, pragma), shape(&fresh, pragma));
+}
+
+#[test]
+fn a_schema_7_profile_gains_the_file_origin_columns_left_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v7.db");
+    let run = one_complete_run(&path);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "BEGIN; {BEFORE_FILE_ORIGIN} PRAGMA user_version = 7; COMMIT;"
+        ))
+        .unwrap();
+
+    let mut p = Profile::create_or_open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    let files = p.files(run).unwrap();
+    assert!(!files.is_empty());
+    for file in &files {
+        assert_eq!(
+            (file.kind, &file.opened_as, &file.note),
+            (None, &None, &None)
+        );
+    }
+    // A new run records them.
+    let next = p.begin_run(&start()).unwrap();
+    let mut written = batch();
+    written.files[0].kind = Some(FileKind::Metadata);
+    written.files[0].note = Some("ext4 metadata on /dev/vda (mounted at /)".into());
+    written.files[0].opened_as = Some("/merged/x".into());
+    p.write(next, &written).unwrap();
+    let read = &p.files(next).unwrap()[0];
+    assert_eq!(read.kind, Some(FileKind::Metadata));
+    assert!(read.in_kernel());
+    assert_eq!(
+        read.note.as_deref(),
+        Some("ext4 metadata on /dev/vda (mounted at /)")
+    );
+    assert_eq!(read.opened_as.as_deref(), Some("/merged/x"));
+
+    let fresh = dir.path().join("fresh.db");
+    drop(Profile::create_or_open(&fresh).unwrap());
+    let pragma = "table_xinfo(files)";
     assert_eq!(shape(&path, pragma), shape(&fresh, pragma));
 }
 
