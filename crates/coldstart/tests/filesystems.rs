@@ -53,6 +53,10 @@ fn pages(extents: &Value) -> BTreeSet<u64> {
 
 /// What one traced start of the touch program over `files` recorded.
 struct Traced {
+    /// The directory holding the profile, when this run owns it.
+    _dir: Option<tempfile::TempDir>,
+    /// The profile the run went into.
+    db: std::path::PathBuf,
     report: Value,
     /// The program's own record: (path, page, how).
     touches: Vec<(String, u64, String)>,
@@ -67,10 +71,34 @@ static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Traces the touch program over `files` (each evicted first), readahead
 /// off, as user nobody, and reports the run with its pages.
 fn trace_touches(files: &[&Path]) -> Traced {
-    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    trace_touches_with(files, &[])
+}
+
+/// [`trace_touches`] with more `coldstart trace` options.
+fn trace_touches_with(files: &[&Path], options: &[&str]) -> Traced {
     let dir = world_readable_temp_dir("coldstart-fs-test");
     let program = build_touch_files(dir.path());
-    let db = dir.path().join("t.db");
+    let mut argv = vec![program.into_os_string()];
+    argv.extend(files.iter().map(|f| f.as_os_str().to_owned()));
+    let mut who = vec!["--as-user", "65534"];
+    who.extend(options);
+    let mut traced = trace_program(dir.path(), files, files, &argv, &who);
+    traced._dir = Some(dir);
+    traced
+}
+
+/// Traces `argv` (which runs the touch program over files it names as
+/// `files` are named here), evicting `files` first, readahead off, and
+/// reports the run with its pages. `who` says whom the program runs as.
+fn trace_program(
+    dir: &Path,
+    files: &[&Path],
+    named_as: &[&Path],
+    argv: &[std::ffi::OsString],
+    who: &[&str],
+) -> Traced {
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    let db = dir.join("t.db");
     let mut command = coldstart();
     command
         .args(["trace", "--json", "--read-ahead-kb", "0", "-o"])
@@ -78,12 +106,19 @@ fn trace_touches(files: &[&Path]) -> Traced {
     for file in files {
         command.arg("--evict").arg(file);
     }
-    command.arg("--").arg(&program).args(files);
-    let out = run(command.env("SUDO_UID", "65534").env("SUDO_GID", "65534"));
+    match who {
+        ["--as-user", uid, options @ ..] => command
+            .env("SUDO_UID", uid)
+            .env("SUDO_GID", uid)
+            .args(options),
+        _ => command.args(who),
+    };
+    command.arg("--").args(argv);
+    let out = run(&mut command);
     let summary = json(&out);
     assert_eq!(summary["exit_code"], 0, "{summary:#}");
     let touches = parse_touches(&String::from_utf8_lossy(&out.stderr));
-    assert_eq!(touches.len(), 4 * files.len(), "{touches:?}");
+    assert_eq!(touches.len(), 4 * named_as.len(), "{touches:?}");
     let resident = files
         .iter()
         .map(|f| coldstart_testkit::resident_pages(f).into_iter().collect())
@@ -93,9 +128,48 @@ fn trace_touches(files: &[&Path]) -> Traced {
         .arg(&db)
         .args(["--json", "--pages"])));
     Traced {
+        _dir: None,
+        db,
         report,
         touches,
         resident,
+    }
+}
+
+/// Compiles a plan from the traced run and serves a cold start of a
+/// program that touches nothing (`true`) with it, prefetching before the
+/// start (`--wait`): afterwards every page the traced program touched in
+/// each file (as the file's path here names it) must be resident, brought
+/// in by the prefetcher alone. `make_cold` takes every page of the files
+/// out of the cache first.
+fn served_start_warms(traced: &Traced, files: &[&Path], make_cold: impl FnOnce()) {
+    let plan = traced.db.with_extension("plan");
+    run(coldstart().arg("plan").arg(&traced.db).arg("-o").arg(&plan));
+    make_cold();
+    for file in files {
+        assert_eq!(
+            coldstart_testkit::resident_pages(file),
+            Vec::<u64>::new(),
+            "{} is cold before the served start",
+            file.display()
+        );
+    }
+    let out = run(coldstart()
+        .args(["run", "--wait", "--plan"])
+        .arg(&plan)
+        .args(["--", "true"]));
+    for file in files {
+        let resident: BTreeSet<u64> = coldstart_testkit::resident_pages(file)
+            .into_iter()
+            .collect();
+        for page in [1, 5, 9, 20] {
+            assert!(
+                resident.contains(&page),
+                "page {page} of {} not prefetched: {resident:?}\n{}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }
 
@@ -193,6 +267,38 @@ fn btrfs_subvolumes_files_of_the_same_inode_number_are_two_named_files() {
     check_files(&traced, &fs.files, false);
     assert_eq!(row(&traced.report, a)["dev"].as_u64(), Some(ma.dev()));
     assert_eq!(row(&traced.report, b)["dev"].as_u64(), Some(mb.dev()));
+    let (a, b) = (a.clone(), b.clone());
+    let mut fs = fs;
+    served_start_warms(&traced, &[&a, &b], || fs.remount());
+}
+
+#[test]
+fn user_faults_on_btrfs_land_on_the_subvolume_files() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Btrfs::new(&[("sub1", "a.bin", PAGES), ("sub2", "b.bin", PAGES)]) else {
+        return;
+    };
+    let paths: Vec<&Path> = fs.files.iter().map(|f| f.path.as_path()).collect();
+    // /proc/PID/maps gives btrfs's superblock device, not the subvolume's:
+    // the touches must still join the files' own rows.
+    let traced = trace_touches_with(&paths, &["--user-faults"]);
+    check_files(&traced, &fs.files, false);
+    for file in &fs.files {
+        assert_eq!(row(&traced.report, &file.path)["pages_touched"], 4);
+    }
+    let unplaced: Vec<&Value> = traced.report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["path"]
+                .as_str()
+                .is_some_and(|p| p.contains("could not tell"))
+        })
+        .collect();
+    assert!(unplaced.is_empty(), "{unplaced:#?}");
 }
 
 #[test]
@@ -252,6 +358,8 @@ fn overlay_files_are_their_layer_files_opened_through_the_overlay() {
     // mincore through the overlay path sees the layer file's pages: what
     // the run left resident, taken before `report` read the files.
     let by_layer = Traced {
+        _dir: None,
+        db: traced.db.clone(),
         report: traced.report.clone(),
         touches: traced
             .touches
@@ -273,4 +381,76 @@ fn overlay_files_are_their_layer_files_opened_through_the_overlay() {
         assert_eq!(r["opened_as"].as_str(), file.merged.to_str(), "{r:#}");
         assert_eq!(r["kind"], "file");
     }
+    // Served: the plan names the layer files; the program reads their pages
+    // through the overlay.
+    let merged: Vec<std::path::PathBuf> = fs.files.iter().map(|f| f.merged.clone()).collect();
+    let mut fs = fs;
+    let paths: Vec<&Path> = merged.iter().map(|p| p.as_path()).collect();
+    served_start_warms(&traced, &paths, || fs.remount());
+}
+
+#[test]
+fn a_file_opened_in_another_mount_namespace_is_named_by_its_path_here() {
+    if !can_trace() {
+        return;
+    }
+    use coldstart_testkit::filesystems::in_mount_namespace;
+    let dir = world_readable_temp_dir("coldstart-fs-ns-test");
+    let program = build_touch_files(dir.path());
+    // The file, on the disk filesystem of /var/tmp, and an empty directory
+    // where only the program's namespace shows it.
+    let source = dir.path().join("source");
+    let inside = dir.path().join("inside");
+    for d in [&source, &inside] {
+        std::fs::create_dir(d).unwrap();
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let here = source.join("data.bin");
+    coldstart_testkit::cold_file(&here, PAGES, 4096);
+    std::fs::set_permissions(&here, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let there = inside.join("data.bin");
+    assert!(!there.exists(), "the namespace's path names nothing here");
+    // unshare and mount need root; the program drops to nobody inside.
+    let command = in_mount_namespace(
+        &source,
+        &inside,
+        &[
+            "setpriv".into(),
+            "--reuid=65534".into(),
+            "--regid=65534".into(),
+            "--clear-groups".into(),
+            program.display().to_string(),
+            there.display().to_string(),
+        ],
+    );
+    let mut argv = vec![command.get_program().to_owned()];
+    argv.extend(command.get_args().map(|a| a.to_owned()));
+    let traced = trace_program(dir.path(), &[&here], &[&there], &argv, &["--as-root"]);
+    // The oracle's record names the namespace's path; the row is the file here.
+    let by_path_here = Traced {
+        _dir: None,
+        db: traced.db.clone(),
+        report: traced.report.clone(),
+        touches: traced
+            .touches
+            .iter()
+            .map(|(_, page, how)| (here.display().to_string(), *page, how.clone()))
+            .collect(),
+        resident: traced.resident.clone(),
+    };
+    let file = TestFile {
+        path: here.clone(),
+        pages: PAGES,
+        seed: 0,
+    };
+    check_files(&by_path_here, std::slice::from_ref(&file), false);
+    let r = row(&traced.report, &here);
+    assert_eq!(r["opened_as"].as_str(), there.to_str(), "{r:#}");
+    let named_there = traced.report["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str() == there.to_str())
+        .count();
+    assert_eq!(named_there, 0, "no row names the namespace's path");
 }

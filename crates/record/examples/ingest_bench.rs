@@ -214,6 +214,7 @@ fn opens() -> HashMap<(u64, u64), SeenFile> {
                 mtime_ns: 0,
                 openers: vec![ROOT_PID],
                 opened_as: None,
+                unreachable: false,
             };
             ((kernel_dev_to_user(DEV), ino), file)
         })

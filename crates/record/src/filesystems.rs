@@ -8,10 +8,8 @@
 //! device and inode), never the overlay's. The program opened the overlay
 //! path; the open watcher sees that open, and (opened by the overlay
 //! itself, through a private mount of the layer) the layer file's open,
-//! whose path is relative to that private mount. Both are put right here:
-//! the layer file is named by the path that opens it in this mount
-//! namespace, and keeps the overlay path the program opened as
-//! `opened_as`.
+//! which the watcher names by its handle through a mount here. The layer
+//! file keeps the overlay path the program opened as `opened_as`.
 
 use crate::paths::{FileIdentity, SeenFile};
 use coldstart_profile::FileKind;
@@ -160,16 +158,6 @@ impl Filesystems {
         if self.overlays.is_empty() {
             return;
         }
-        // Layer files opened through an overlay's private mount of the
-        // layer: their paths are relative to that layer's directory.
-        for (&identity, seen) in opens.iter_mut() {
-            if names(&seen.path, identity) {
-                continue;
-            }
-            if let Some(path) = self.layer_path(&seen.path, identity) {
-                seen.path = path;
-            }
-        }
         // The overlay opens: find the layer file behind each.
         let overlay_opens: Vec<(FileIdentity, SeenFile)> = opens
             .iter()
@@ -186,6 +174,7 @@ impl Filesystems {
             let entry = opens.entry(layer_identity).or_insert_with(|| SeenFile {
                 path: layer_path.clone(),
                 opened_as: None,
+                unreachable: false,
                 ..seen.clone()
             });
             entry.opened_as = Some(seen.path.clone());
@@ -225,23 +214,6 @@ impl Filesystems {
         }
         None
     }
-
-    /// The path here of layer file `identity` seen at `relative`, a path
-    /// relative to one of the overlays' layer directories.
-    fn layer_path(&self, relative: &str, identity: FileIdentity) -> Option<String> {
-        let relative = relative.trim_start_matches('/');
-        self.overlays
-            .iter()
-            .flat_map(|o| o.layers.iter())
-            .map(|layer| layer.join(relative))
-            .find(|candidate| names(candidate.to_str().unwrap_or(""), identity))
-            .and_then(|candidate| candidate.to_str().map(str::to_string))
-    }
-}
-
-/// Whether `path` names the file `identity` in this mount namespace.
-fn names(path: &str, identity: FileIdentity) -> bool {
-    fs::metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == identity)
 }
 
 /// The kernel's internal encoding of a device number (major << 20 |

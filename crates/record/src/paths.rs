@@ -34,8 +34,12 @@ pub struct SeenFile {
     /// Processes (tgids) that opened it, first opener first.
     pub openers: Vec<i32>,
     /// The path the program opened it by, when that is not `path` (an
-    /// overlay's path for the layer file holding its pages).
+    /// overlay's path for the layer file holding its pages, the path in
+    /// the program's own mount namespace).
     pub opened_as: Option<String>,
+    /// No mount here reaches the file: `path` is the one it was opened by,
+    /// in another mount namespace, and opens nothing (or another file) here.
+    pub unreachable: bool,
 }
 
 /// Collects opens from every filesystem until stopped.
@@ -131,6 +135,7 @@ const EVENT_BUFFER: usize = 64 * 1024;
 
 fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFile> {
     let mut seen: HashMap<FileIdentity, SeenFile> = HashMap::new();
+    let here = Here::new();
     let mut buf = vec![0u8; EVENT_BUFFER];
     // After the stop request, drain what is queued, then leave.
     let mut draining = false;
@@ -146,7 +151,7 @@ fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFi
             continue;
         }
         let read = group.read(&mut buf, |opened| {
-            record(&opened.file, opened.pid, &mut seen)
+            record(&opened.file, opened.pid, &here, &mut seen)
         });
         if !matches!(read, Ok(n) if n > 0) {
             if draining {
@@ -157,7 +162,7 @@ fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFi
     }
 }
 
-fn record(file: &fs::File, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>) {
+fn record(file: &fs::File, pid: i32, here: &Here, seen: &mut HashMap<FileIdentity, SeenFile>) {
     let Ok(meta) = file.metadata() else {
         return;
     };
@@ -174,16 +179,110 @@ fn record(file: &fs::File, pid: i32, seen: &mut HashMap<FileIdentity, SeenFile>)
     let Ok(path) = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) else {
         return;
     };
+    let seen_as = path.to_string_lossy().into_owned();
+    let mut opened_as = None;
+    let mut unreachable = false;
+    // The kernel writes the path from the mount the file was opened
+    // through: in another mount namespace (a sandbox, a container) or
+    // through an overlay's private mount of a layer, that path may name
+    // nothing here, or another file.
+    let path = if names(&seen_as, key) {
+        seen_as
+    } else {
+        if here.other_namespace(pid) {
+            opened_as = Some(seen_as.clone());
+        }
+        match here.path_of(file, key) {
+            Some(path) => path,
+            None => {
+                unreachable = true;
+                opened_as = Some(seen_as.clone());
+                seen_as
+            }
+        }
+    };
     seen.insert(
         key,
         SeenFile {
-            path: path.to_string_lossy().into_owned(),
+            path,
             size: meta.size(),
             mtime_ns: coldstart_system::identity::mtime_ns(&meta),
             openers: vec![pid],
-            opened_as: None,
+            opened_as,
+            unreachable,
         },
     );
+}
+
+/// Whether `path` names the file `identity` in this mount namespace.
+pub fn names(path: &str, identity: FileIdentity) -> bool {
+    fs::metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == identity)
+}
+
+/// This process's mount namespace, where plans are replayed: finds the
+/// path here of a file opened through a mount it does not have.
+struct Here {
+    namespace: Option<std::path::PathBuf>,
+    /// Mount points, those of the same device as a file tried first.
+    mounts: Vec<(u64, std::path::PathBuf)>,
+}
+
+impl Here {
+    fn new() -> Here {
+        Here {
+            namespace: fs::read_link("/proc/self/ns/mnt").ok(),
+            mounts: proc::mountinfo(None)
+                .into_iter()
+                .map(|m| (m.dev, m.target))
+                .collect(),
+        }
+    }
+
+    /// Whether process `pid` is in another mount namespace than ours.
+    fn other_namespace(&self, pid: i32) -> bool {
+        match (
+            &self.namespace,
+            fs::read_link(format!("/proc/{pid}/ns/mnt")),
+        ) {
+            (Some(ours), Ok(theirs)) => *ours != theirs,
+            _ => false,
+        }
+    }
+
+    /// A path here naming the open `file` (of identity `key`): its handle
+    /// opened through each mount of a filesystem of its type, until one
+    /// reaches it by a path that names it.
+    fn path_of(&self, file: &fs::File, key: FileIdentity) -> Option<String> {
+        let handle = fanotify::handle_of(file).ok()?;
+        let magic = coldstart_system::filesystem::magic_of_file(file).ok()?;
+        let mut mounts: Vec<&(u64, std::path::PathBuf)> = self.mounts.iter().collect();
+        mounts.sort_by_key(|(dev, _)| *dev != key.0);
+        for (_, target) in mounts {
+            if coldstart_system::filesystem::magic_of_path(target).ok() != Some(magic) {
+                continue;
+            }
+            // Not O_PATH: open_by_handle_at refuses such a descriptor.
+            let Ok(dir) = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY)
+                .open(target)
+            else {
+                continue;
+            };
+            let Ok(found) = fanotify::open_handle(&dir, &handle) else {
+                continue;
+            };
+            let Ok(link) = fs::read_link(format!("/proc/self/fd/{}", found.as_raw_fd())) else {
+                continue;
+            };
+            if let Some(path) = link.to_str()
+                && names(path, key)
+            {
+                return Some(path.to_string());
+            }
+        }
+        None
+    }
 }
 
 /// Files mapped by live processes, by identity, from /proc/PID/maps.
@@ -195,11 +294,30 @@ pub fn mapped_files() -> HashMap<FileIdentity, String> {
         };
         for line in maps.lines() {
             if let Some(path) = file_path(&line) {
-                found.entry((line.device(), line.inode)).or_insert(path);
+                found.entry(mapped_identity(pid, &line)).or_insert(path);
             }
         }
     }
     found
+}
+
+/// The identity of the file a mapping maps, as stat() and the page cache
+/// (once btrfs events are placed) name it. /proc/PID/maps gives the
+/// superblock's device, which on btrfs is no subvolume's, and an
+/// overlay's inode where the pages are its layer file's; for such
+/// (device major 0) mappings the mapped file itself, through
+/// /proc/PID/map_files, says.
+fn mapped_identity(pid: i32, line: &proc::MapsLine) -> FileIdentity {
+    let listed = (line.device(), line.inode);
+    if libc::major(listed.0) != 0 {
+        return listed;
+    }
+    fs::metadata(format!(
+        "/proc/{pid}/map_files/{:x}-{:x}",
+        line.start, line.end
+    ))
+    .map(|meta| (meta.dev(), meta.ino()))
+    .unwrap_or(listed)
 }
 
 /// The path of a mapping of a file on disk, when it is UTF-8.
@@ -227,7 +345,7 @@ pub fn file_mappings(pid: i32) -> Vec<FileMapping> {
             start: line.start,
             end: line.end,
             offset: line.offset,
-            file: (line.device(), line.inode),
+            file: mapped_identity(pid, &line),
         })
         .collect()
 }

@@ -1378,7 +1378,18 @@ fn new_file(
         opened_as: None,
         note: None,
     };
-    if let Some(seen) = opens.get(&identity) {
+    let mut unreachable = None;
+    if let Some(seen) = opens.get(&identity).filter(|seen| seen.unreachable) {
+        // Opened in another mount namespace, through mounts none of ours
+        // reaches: there is no path here to give.
+        file.size = Some(seen.size);
+        file.mtime_ns = Some(seen.mtime_ns);
+        file.opened_as = seen.opened_as.clone();
+        unreachable = Some(format!(
+            "opened as {} in another mount namespace; no mount here reaches it",
+            seen.path
+        ));
+    } else if let Some(seen) = opens.get(&identity) {
         file.path = Some(seen.path.clone());
         file.size = Some(seen.size);
         file.mtime_ns = Some(seen.mtime_ns);
@@ -1394,7 +1405,7 @@ fn new_file(
     }
     let (kind, note) = filesystems.classify(identity, file.path.is_some());
     file.kind = Some(kind);
-    file.note = note;
+    file.note = unreachable.or(note);
     file
 }
 

@@ -146,3 +146,107 @@ pub fn open_inode(mount: impl AsFd, ino: u32) -> io::Result<File> {
     // SAFETY: a fresh descriptor from the kernel.
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
 }
+
+/// The largest handle payload the kernel gives (linux/exportfs.h
+/// MAX_HANDLE_SZ).
+const MAX_HANDLE_BYTES: usize = 128;
+
+/// A file's handle: what names it within its filesystem, whichever mount
+/// or mount namespace reaches it (btrfs's includes the subvolume).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileHandle {
+    /// struct file_handle as the kernel lays it out: handle_bytes,
+    /// handle_type, then the payload.
+    raw: Vec<u8>,
+}
+
+/// The handle of an open file (name_to_handle_at with AT_EMPTY_PATH);
+/// fails on a filesystem that cannot make handles.
+pub fn handle_of(file: impl AsFd) -> io::Result<FileHandle> {
+    // 8-byte aligned room for the header and the largest payload.
+    let mut words = vec![0u64; (8 + MAX_HANDLE_BYTES).div_ceil(8)];
+    words[0] = MAX_HANDLE_BYTES as u64; // handle_bytes (low half), type 0
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: the buffer holds a struct file_handle whose handle_bytes says
+    // how much payload room follows; the kernel writes at most that much.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_name_to_handle_at,
+            file.as_fd().as_raw_fd(),
+            c"".as_ptr(),
+            words.as_mut_ptr(),
+            &mut mount_id as *mut libc::c_int,
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let payload = u32::from_ne_bytes(bytes[..4].try_into().expect("4 bytes")) as usize;
+    if payload > MAX_HANDLE_BYTES {
+        return Err(io::Error::other(
+            "the kernel gave a handle larger than it may",
+        ));
+    }
+    Ok(FileHandle {
+        raw: bytes[..8 + payload].to_vec(),
+    })
+}
+
+/// Opens (O_PATH) the file `handle` names through `mount`, a directory
+/// descriptor (not O_PATH) on a mount of the same filesystem. Needs
+/// CAP_DAC_READ_SEARCH. Fails when the mount's filesystem has no such file.
+pub fn open_handle(mount: impl AsFd, handle: &FileHandle) -> io::Result<File> {
+    let mut words = vec![0u64; handle.raw.len().div_ceil(8)];
+    for (i, chunk) in handle.raw.chunks(8).enumerate() {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        words[i] = u64::from_ne_bytes(word);
+    }
+    // SAFETY: a struct file_handle the kernel made, 8-byte aligned; the
+    // kernel only reads it.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            mount.as_fd().as_raw_fd(),
+            words.as_mut_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor from the kernel.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn a_handle_opens_the_same_file_through_another_descriptor_of_its_filesystem() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("SKIPPED: open_by_handle_at needs CAP_DAC_READ_SEARCH");
+            return;
+        }
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"x").unwrap();
+        let file = File::open(&path).unwrap();
+        let handle = handle_of(&file).unwrap();
+        // The filesystem's mount, reached from its root directory.
+        let mount = File::open(dir.path()).unwrap();
+        let opened = open_handle(&mount, &handle).unwrap();
+        let (a, b) = (file.metadata().unwrap(), opened.metadata().unwrap());
+        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd())).unwrap();
+        assert_eq!(link, path);
+        // A handle of a removed file opens nothing.
+        drop((file, opened));
+        std::fs::remove_file(&path).unwrap();
+        assert!(open_handle(&mount, &handle).is_err());
+    }
+}
