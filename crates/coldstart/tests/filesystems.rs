@@ -247,12 +247,18 @@ fn check_files(traced: &Traced, files: &[TestFile], whole_blocks: bool) {
     assert_eq!(unique.len(), keys.len(), "rows sharing a file: {keys:?}");
 }
 
+/// A btrfs image whose subvolumes sub1 and sub2 each hold one file, the
+/// first of each (so both are inode 257); None after a skip.
+fn two_subvolume_files() -> Option<Btrfs> {
+    if !can_trace() {
+        return None;
+    }
+    Btrfs::new(&[("sub1", "a.bin", PAGES), ("sub2", "b.bin", PAGES)])
+}
+
 #[test]
 fn btrfs_subvolumes_files_of_the_same_inode_number_are_two_named_files() {
-    if !can_trace() {
-        return;
-    }
-    let Some(fs) = Btrfs::new(&[("sub1", "a.bin", PAGES), ("sub2", "b.bin", PAGES)]) else {
+    let Some(fs) = two_subvolume_files() else {
         return;
     };
     use std::os::unix::fs::MetadataExt;
@@ -274,10 +280,7 @@ fn btrfs_subvolumes_files_of_the_same_inode_number_are_two_named_files() {
 
 #[test]
 fn user_faults_on_btrfs_land_on_the_subvolume_files() {
-    if !can_trace() {
-        return;
-    }
-    let Some(fs) = Btrfs::new(&[("sub1", "a.bin", PAGES), ("sub2", "b.bin", PAGES)]) else {
+    let Some(fs) = two_subvolume_files() else {
         return;
     };
     let paths: Vec<&Path> = fs.files.iter().map(|f| f.path.as_path()).collect();
