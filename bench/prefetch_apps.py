@@ -33,11 +33,19 @@ of the plan. Prints every target each way of serving misses; exits 1 when
 a program and setting meets all three in neither. Needs root; installs the three
 packages with apt-get when missing and builds coldstart in release mode.
 
+With --on-btrfs each program runs from a copy of its installation on a
+btrfs subvolume (a loop-mounted image made in the work directory), where
+the page-cache tracepoints name files by a superblock device stat() never
+reports: what Fedora and openSUSE users run programs from. The rest (the
+system libraries) stays where it is.
+
     sudo bench/prefetch_apps.py [--runs N] [--traces N] [--iterations N]
                                 [--read-ahead-kb KB ...] [--only NAME] [--keep DIR]
+                                [--on-btrfs]
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -81,6 +89,56 @@ def programs(work):
 
 def run(argv, **kwargs):
     return subprocess.run(argv, check=True, **kwargs)
+
+
+# name -> (installation directory, its program inside it, relative to its
+# parent): what --on-btrfs copies and starts.
+INSTALLATIONS = {
+    "firefox": ("/usr/lib/firefox-esr", "firefox-esr/firefox-esr"),
+    "libreoffice": ("/usr/lib/libreoffice", "libreoffice/program/soffice"),
+    "chromium": ("/usr/lib/chromium", "chromium/chromium"),
+}
+
+
+class OnBtrfs:
+    """A copy of a program's installation on a btrfs subvolume of a
+    loop-mounted image in `work`, for a `with` block: unmounted and
+    removed on every way out."""
+
+    def __init__(self, work, name):
+        self.installation, self.program = INSTALLATIONS[name]
+        self.image = os.path.join(work, f"{name}-btrfs.img")
+        self.mount = os.path.join(work, f"{name}-btrfs")
+        self.mounted = False
+
+    def __enter__(self):
+        used = int(subprocess.run(["du", "-sb", self.installation], check=True,
+                                  stdout=subprocess.PIPE, text=True).stdout.split()[0])
+        with open(self.image, "wb") as f:
+            f.truncate(used * 3 // 2 + (512 << 20))
+        run(["mkfs.btrfs", "-q", "-f", self.image], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        os.makedirs(self.mount, exist_ok=True)
+        run(["mount", "-o", "loop", self.image, self.mount])
+        self.mounted = True
+        os.chmod(self.mount, 0o755)
+        run(["btrfs", "subvolume", "create", os.path.join(self.mount, "apps")],
+            stdout=subprocess.DEVNULL)
+        os.chmod(os.path.join(self.mount, "apps"), 0o755)
+        run(["cp", "-a", self.installation, os.path.join(self.mount, "apps")])
+        return self
+
+    def argv(self, argv):
+        """`argv` starting the copy instead of the installed program."""
+        return [os.path.join(self.mount, "apps", self.program), *argv[1:]]
+
+    def __exit__(self, *exc):
+        if self.mounted:
+            subprocess.run(["umount", self.mount], check=False)
+        for path in [self.image]:
+            if os.path.exists(path):
+                os.remove(path)
+        return False
 
 
 def remove_profile(db):
@@ -251,6 +309,8 @@ def main():
                         help="settings to measure at [default: 128 and the device's own]")
     parser.add_argument("--only", action="append", help="firefox, libreoffice or chromium")
     parser.add_argument("--keep", help="directory to keep profiles, plans and results in")
+    parser.add_argument("--on-btrfs", action="store_true",
+                        help="run each program from a copy of its installation on a btrfs subvolume")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (sudo): cold starts drop the page cache")
@@ -272,15 +332,20 @@ def main():
             os.makedirs(d, exist_ok=True)
         if name == "firefox":
             firefox_profile(dirs[0])
-        print(f"== {name}: seed traces", file=sys.stderr)
-        db, seed_plan, touched = seed(coldstart, work, name, argv, args.traces)
-        for ra in settings:
-            print(f"== {name} at read_ahead_kb {ra}", file=sys.stderr)
-            with ReadAhead(None if str(ra) == device else ra):
-                r = measure(coldstart, work, name, argv, db, seed_plan, ra, args.runs,
-                            args.iterations)
-            r.update(name=name, ra=ra, touched=touched)
-            results.append(r)
+        with contextlib.ExitStack() as stack:
+            if args.on_btrfs:
+                argv = stack.enter_context(OnBtrfs(work, name)).argv(argv)
+                print(f"== {name}: started from {argv[0]}", file=sys.stderr)
+            print(f"== {name}: seed traces", file=sys.stderr)
+            db, seed_plan, touched = seed(coldstart, work, name, argv, args.traces)
+            for ra in settings:
+                print(f"== {name} at read_ahead_kb {ra}", file=sys.stderr)
+                with ReadAhead(None if str(ra) == device else ra):
+                    r = measure(coldstart, work, name, argv, db, seed_plan, ra, args.runs,
+                                args.iterations)
+                r.update(name=f"{name} (btrfs)" if args.on_btrfs else name, ra=ra,
+                         touched=touched)
+                results.append(r)
     failures = []
     mib = 2 ** 20
     for r in results:

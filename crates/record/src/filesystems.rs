@@ -14,7 +14,7 @@
 use crate::paths::{FileIdentity, SeenFile};
 use coldstart_profile::FileKind;
 use coldstart_system::proc::{self, MountInfo};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -45,6 +45,9 @@ pub struct OverlayMount {
 pub struct Filesystems {
     mounts: Vec<MountInfo>,
     overlays: Vec<OverlayMount>,
+    /// Devices of btrfs subvolumes files were placed in (stat's encoding):
+    /// no mount lists them, since mountinfo gives the superblock's.
+    subvolumes: HashSet<u64>,
 }
 
 impl Filesystems {
@@ -64,7 +67,17 @@ impl Filesystems {
                 })
             })
             .collect();
-        Filesystems { mounts, overlays }
+        Filesystems {
+            mounts,
+            overlays,
+            subvolumes: HashSet::new(),
+        }
+    }
+
+    /// Knows `devices` for btrfs subvolumes' (stat's encoding).
+    pub fn with_subvolumes(mut self, devices: HashSet<u64>) -> Filesystems {
+        self.subvolumes = devices;
+        self
     }
 
     /// What the row of the file `identity` (as stat() encodes it) holds,
@@ -104,6 +117,16 @@ impl Filesystems {
                 Some(format!(
                     "btrfs inode {ino} on {} in a subvolume the trace could not tell",
                     mount.source
+                )),
+            );
+        }
+        if self.subvolumes.contains(&dev) {
+            return (
+                FileKind::File,
+                Some(format!(
+                    "btrfs inode {ino} in the subvolume of device 0:{}: neither opened \
+                     nor mapped by a process while traced (a directory, say)",
+                    libc::minor(dev)
                 )),
             );
         }

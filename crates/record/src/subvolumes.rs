@@ -469,6 +469,17 @@ impl Subvolumes {
         }
     }
 
+    /// The devices of the subvolumes the hits placed files in, as stat()
+    /// encodes them.
+    pub fn subvolume_devices(&self) -> HashSet<u64> {
+        self.hits
+            .values()
+            .flatten()
+            .filter(|hit| hit.dev != 0)
+            .map(|hit| crate::tracefs::events::kernel_dev_to_user(hit.dev))
+            .collect()
+    }
+
     /// Whether `dev` (kernel encoding) is a btrfs superblock's.
     pub fn is_btrfs_superblock(&self, dev: u32) -> bool {
         self.superblocks.contains(&dev)

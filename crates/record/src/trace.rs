@@ -183,7 +183,13 @@ pub fn trace(
     stage(Stage::Writing {
         events: events.len(),
     });
-    let filesystems = Filesystems::here();
+    let filesystems = Filesystems::here().with_subvolumes(
+        captured
+            .subvolumes
+            .as_ref()
+            .map(Subvolumes::subvolume_devices)
+            .unwrap_or_default(),
+    );
     let mut opens = captured.opens;
     filesystems.resolve_overlay_opens(&mut opens);
     let assembled = assemble(
