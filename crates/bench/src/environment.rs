@@ -4,7 +4,7 @@
 use coldstart_system::cache;
 use coldstart_system::launch::resolve_program;
 use coldstart_system::proc;
-use coldstart_system::readahead::read_ahead_kb_of_device;
+use coldstart_system::readahead::read_ahead_kb_for;
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -21,7 +21,8 @@ pub struct Environment {
     pub program: Option<String>,
     /// The block device holding the program, as "major:minor".
     pub device: Option<String>,
-    /// That device's read_ahead_kb.
+    /// The read_ahead_kb the program is read ahead by: its device's, or
+    /// its btrfs filesystem's own.
     pub read_ahead_kb: Option<u64>,
     pub page_size: u64,
     /// A DAMON context pages out memory it finds idle, which can turn a
@@ -48,7 +49,7 @@ impl Environment {
             cpu_governor: read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
             program: resolved.as_ref().map(|p| p.display().to_string()),
             device: dev.map(|d| format!("{}:{}", libc::major(d), libc::minor(d))),
-            read_ahead_kb: dev.and_then(read_ahead_kb_of_device),
+            read_ahead_kb: read_ahead_kb_for(program),
             page_size: cache::page_size(),
             damon_reclaim: damon_reclaim(),
             coldstart_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -7,7 +7,7 @@
 //! mincore finds resident afterwards.
 
 use coldstart_testkit::filesystems::{
-    Btrfs, Overlay, Squashfs, TestFile, Xfs, build_touch_files, parse_touches,
+    Btrfs, Overlay, Squashfs, TestFile, Tmpfs, Xfs, build_touch_files, parse_touches,
 };
 use coldstart_testkit::{can_trace, world_readable_temp_dir};
 use serde_json::Value;
@@ -456,4 +456,66 @@ fn a_file_opened_in_another_mount_namespace_is_named_by_its_path_here() {
         .filter(|f| f["path"].as_str() == there.to_str())
         .count();
     assert_eq!(named_there, 0, "no row names the namespace's path");
+}
+
+#[test]
+fn tmpfs_files_are_named_as_memory_and_never_planned() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Tmpfs::new(&[("a.bin", PAGES)]) else {
+        return;
+    };
+    let path = fs.files[0].path.clone();
+    // tmpfs pages are never read from a device, and its faults and reads
+    // pass the page-cache tracepoints by; only fault-around, which maps
+    // the pages around the first fault, is seen.
+    let traced = trace_touches(&[&path]);
+    let r = row(&traced.report, &path);
+    assert_eq!(r["kind"], "memory", "{r:#}");
+    assert_eq!(r["pages_read"], 0);
+    let mapped = pages(&r["pages"]["mapped"]);
+    assert!(
+        mapped.is_superset(&touched(&traced, &path, "mmap")),
+        "{mapped:?}"
+    );
+    let plan = traced.db.with_extension("plan");
+    run(coldstart().arg("plan").arg(&traced.db).arg("-o").arg(&plan));
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(!text.contains(path.to_str().unwrap()), "{text}");
+}
+
+#[test]
+fn a_program_on_btrfs_is_recorded_with_its_filesystems_own_read_ahead() {
+    let Some(fs) = two_subvolume_files() else {
+        return;
+    };
+    // The oracle: btrfs's own backing device info, found by the image's
+    // UUID, set to a value no device here has.
+    let uuid = String::from_utf8(
+        coldstart_testkit::run_ok(
+            Command::new("blkid")
+                .args(["-s", "UUID", "-o", "value"])
+                .arg(fs.loop_device()),
+        )
+        .stdout,
+    )
+    .unwrap();
+    let setting = format!("/sys/fs/btrfs/{}/bdi/read_ahead_kb", uuid.trim());
+    // A multiple of the page: the kernel keeps it in pages.
+    std::fs::write(&setting, "1232").unwrap();
+    let dir = world_readable_temp_dir("coldstart-fs-ra-test");
+    let program = fs.subvolumes[0].join("touch_files");
+    std::fs::copy(build_touch_files(dir.path()), &program).unwrap();
+    let db = dir.path().join("t.db");
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    run(coldstart()
+        .args(["trace", "--json", "--cache", "warm", "-o"])
+        .arg(&db)
+        .arg("--")
+        .arg(&program)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534"));
+    let report = json(&run(coldstart().arg("report").arg(&db).arg("--json")));
+    assert_eq!(report["run"]["read_ahead_kb"], 1232, "{:#}", report["run"]);
 }

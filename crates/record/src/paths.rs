@@ -186,7 +186,8 @@ fn record(file: &fs::File, pid: i32, here: &Here, seen: &mut HashMap<FileIdentit
     // through: in another mount namespace (a sandbox, a container) or
     // through an overlay's private mount of a layer, that path may name
     // nothing here, or another file.
-    let path = if names(&seen_as, key) {
+    // A removed file keeps the path it had, marked by the kernel.
+    let path = if names(&seen_as, key) || seen_as.ends_with(" (deleted)") {
         seen_as
     } else {
         if here.other_namespace(pid) {

@@ -220,14 +220,37 @@ pub fn restore_stale_in(state_dir: &Path) -> Vec<PathBuf> {
     restored
 }
 
-/// read_ahead_kb of the block device holding `program` (looked up in PATH
-/// when it has no slash).
+/// The read_ahead_kb the kernel reads `program` (looked up in PATH when it
+/// has no slash) ahead by: its block device's, or on btrfs (whose files
+/// carry a subvolume's device, no block device's) the filesystem's own
+/// setting.
 pub fn read_ahead_kb_for(program: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let dev = fs::metadata(crate::launch::resolve_program(program)?)
+    let path = crate::launch::resolve_program(program)?;
+    let dev = fs::metadata(&path).ok()?.dev();
+    read_ahead_kb_of_device(dev).or_else(|| btrfs_read_ahead_kb(&path))
+}
+
+/// btrfs reads a file ahead by its filesystem's own backing device info
+/// (/sys/fs/btrfs/UUID/bdi, 4 MiB unless set), not by a device's: found
+/// through the filesystem whose devices include the mount's source.
+fn btrfs_read_ahead_kb(path: &Path) -> Option<u64> {
+    let canonical = fs::canonicalize(path).ok()?;
+    let mount = crate::proc::mountinfo(None)
+        .into_iter()
+        .filter(|m| canonical.starts_with(&m.target))
+        .max_by_key(|m| m.target.as_os_str().len())?;
+    if mount.fstype != "btrfs" {
+        return None;
+    }
+    let device = fs::canonicalize(&mount.source).ok()?;
+    let name = device.file_name()?;
+    fs::read_dir("/sys/fs/btrfs")
         .ok()?
-        .dev();
-    read_ahead_kb_of_device(dev)
+        .flatten()
+        .find(|fs| fs.path().join("devices").join(name).exists())
+        .and_then(|fs| fs::read_to_string(fs.path().join("bdi/read_ahead_kb")).ok())
+        .and_then(|text| text.trim().parse().ok())
 }
 
 /// read_ahead_kb of a device (a partition reports its disk's).
