@@ -66,6 +66,17 @@ pub fn step(text: &str) {
     eprintln!("{text}");
 }
 
+/// A line on stderr above `bar`: through the bar while it is drawn, else
+/// straight to stderr (a hidden bar's println prints nothing, which would
+/// lose every warning when stderr is a file or a pipe).
+pub fn say(bar: &ProgressBar, text: String) {
+    if bar.is_hidden() {
+        eprintln!("{text}");
+    } else {
+        bar.println(text);
+    }
+}
+
 /// A spinner with a message on stderr, hidden when stderr is not a terminal.
 pub fn spinner() -> ProgressBar {
     let bar = ProgressBar::new_spinner();

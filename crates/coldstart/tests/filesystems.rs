@@ -57,6 +57,9 @@ struct Traced {
     _dir: Option<tempfile::TempDir>,
     /// The profile the run went into.
     db: std::path::PathBuf,
+    /// What the trace printed on standard error (the program's output and
+    /// coldstart's warnings).
+    log: String,
     report: Value,
     /// The program's own record: (path, page, how).
     touches: Vec<(String, u64, String)>,
@@ -117,7 +120,8 @@ fn trace_program(
     let out = run(&mut command);
     let summary = json(&out);
     assert_eq!(summary["exit_code"], 0, "{summary:#}");
-    let touches = parse_touches(&String::from_utf8_lossy(&out.stderr));
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    let touches = parse_touches(&log);
     assert_eq!(touches.len(), 4 * named_as.len(), "{touches:?}");
     let resident = files
         .iter()
@@ -130,6 +134,7 @@ fn trace_program(
     Traced {
         _dir: None,
         db,
+        log,
         report,
         touches,
         resident,
@@ -315,6 +320,14 @@ fn xfs_files_are_named_with_their_pages() {
     let paths: Vec<&Path> = fs.files.iter().map(|f| f.path.as_path()).collect();
     let traced = trace_touches(&paths);
     check_files(&traced, &fs.files, false);
+    // xfs's metadata is in its own buffer cache: the trace says it cannot
+    // see it.
+    assert!(
+        traced.log.contains("xfs on ")
+            && traced.log.contains("this trace does not see those reads"),
+        "{}",
+        traced.log
+    );
 }
 
 #[test]
@@ -363,6 +376,7 @@ fn overlay_files_are_their_layer_files_opened_through_the_overlay() {
     let by_layer = Traced {
         _dir: None,
         db: traced.db.clone(),
+        log: traced.log.clone(),
         report: traced.report.clone(),
         touches: traced
             .touches
@@ -433,6 +447,7 @@ fn a_file_opened_in_another_mount_namespace_is_named_by_its_path_here() {
     let by_path_here = Traced {
         _dir: None,
         db: traced.db.clone(),
+        log: traced.log.clone(),
         report: traced.report.clone(),
         touches: traced
             .touches

@@ -149,6 +149,35 @@ impl Filesystems {
         )
     }
 
+    /// Filesystems among `devices` (stat's encoding) that read their
+    /// metadata into caches of their own, outside the page cache, where
+    /// no page-cache tracepoint sees it: xfs (its buffer cache) and
+    /// squashfs (its block caches). One line each, for the trace's
+    /// warnings.
+    pub fn unseen_metadata(&self, devices: impl IntoIterator<Item = u64>) -> Vec<String> {
+        let mut said = Vec::new();
+        for dev in devices {
+            let Some(mount) = self
+                .mounts
+                .iter()
+                .find(|m| m.dev == dev && matches!(m.fstype.as_str(), "xfs" | "squashfs"))
+            else {
+                continue;
+            };
+            let line = format!(
+                "{} on {} (mounted at {}) reads its metadata into a cache of its own, outside \
+                 the page cache: this trace does not see those reads",
+                mount.fstype,
+                mount.source,
+                mount.target.display()
+            );
+            if !said.contains(&line) {
+                said.push(line);
+            }
+        }
+        said
+    }
+
     /// The mount whose filesystem's metadata the file `identity` holds: a
     /// block device's own cache (the kernel's block device filesystem
     /// numbers each device's inode with the device's number, major << 20 |
@@ -366,6 +395,18 @@ mod tests {
         let (kind, note) = fs.classify((libc::makedev(254, 0), 9), false);
         assert_eq!(kind, FileKind::File);
         assert!(note.unwrap().contains("neither opened nor mapped"));
+    }
+
+    #[test]
+    fn filesystems_keeping_metadata_outside_the_page_cache_are_said_once() {
+        let xfs = libc::makedev(7, 1);
+        let fs = Filesystems::new(vec![
+            mount(xfs, "xfs", "/dev/loop1", "/x"),
+            mount(libc::makedev(254, 0), "ext4", "/dev/vda", "/"),
+        ]);
+        let said = fs.unseen_metadata([xfs, xfs, libc::makedev(254, 0)]);
+        assert_eq!(said.len(), 1);
+        assert!(said[0].starts_with("xfs on /dev/loop1 (mounted at /x) reads its metadata"));
     }
 
     #[test]

@@ -207,6 +207,9 @@ pub fn trace(
             .and_then(|p| p.as_ref())
             .map(|p| p.counts_lookups()),
     );
+    for unseen in filesystems.unseen_metadata(assembled.batch.files.iter().map(|f| f.dev)) {
+        stage(Stage::Warning(unseen));
+    }
     let end = run_end(ending, exit, t0, root_pid);
     let mut batch = with_end_marks(assembled.batch, captured.lost, &end);
     let lookups = captured

@@ -127,46 +127,58 @@ fn trace_options(args: &TraceArgs, identity: Identity) -> anyhow::Result<TraceOp
 /// line above it for what the user should know.
 fn show_stage(spinner: &ProgressBar, stage: Stage) {
     match stage {
-        Stage::RemovedStale(names) => spinner.println(format!(
-            "coldstart: removed trace instances and uprobes left by an earlier coldstart: {}",
-            names.join(", ")
-        )),
+        Stage::RemovedStale(names) => output::say(
+            &spinner,
+            format!(
+                "coldstart: removed trace instances and uprobes left by an earlier coldstart: {}",
+                names.join(", ")
+            ),
+        ),
         Stage::DroppingCaches => spinner.set_message("dropping the page cache"),
         Stage::Evicting {
             files,
             still_resident_pages,
         } => {
-            spinner.println(format!(
-                "coldstart: evicted {files} files of the previous run{}",
-                if still_resident_pages > 0 {
-                    format!(
-                        " ({still_resident_pages} pages stay resident: mapped by running processes)"
-                    )
-                } else {
-                    String::new()
-                }
-            ));
+            output::say(
+                &spinner,
+                format!(
+                    "coldstart: evicted {files} files of the previous run{}",
+                    if still_resident_pages > 0 {
+                        format!(
+                            " ({still_resident_pages} pages stay resident: mapped by running processes)"
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+            );
         }
         Stage::WarmingUp => spinner.set_message("warm-up run (untraced)"),
         Stage::Readahead {
             devices,
             read_ahead_kb,
-        } => spinner.println(format!(
-            "coldstart: read_ahead_kb set to {read_ahead_kb} on {devices} devices for this run"
-        )),
-        Stage::RestoredReadahead(paths) => spinner.println(format!(
-            "coldstart: restored readahead settings an earlier coldstart left changed: {}",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        } => output::say(
+            &spinner,
+            format!(
+                "coldstart: read_ahead_kb set to {read_ahead_kb} on {devices} devices for this run"
+            ),
+        ),
+        Stage::RestoredReadahead(paths) => output::say(
+            &spinner,
+            format!(
+                "coldstart: restored readahead settings an earlier coldstart left changed: {}",
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
         Stage::Tracing => spinner.set_message("tracing"),
         Stage::Writing { events } => {
             spinner.set_message(format!("writing {events} events to the profile"))
         }
-        Stage::Warning(text) => spinner.println(format!("coldstart: warning: {text}")),
+        Stage::Warning(text) => output::say(&spinner, format!("coldstart: warning: {text}")),
     }
 }
 
