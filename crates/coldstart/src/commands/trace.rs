@@ -128,7 +128,7 @@ fn trace_options(args: &TraceArgs, identity: Identity) -> anyhow::Result<TraceOp
 fn show_stage(spinner: &ProgressBar, stage: Stage) {
     match stage {
         Stage::RemovedStale(names) => output::say(
-            &spinner,
+            spinner,
             format!(
                 "coldstart: removed trace instances and uprobes left by an earlier coldstart: {}",
                 names.join(", ")
@@ -140,7 +140,7 @@ fn show_stage(spinner: &ProgressBar, stage: Stage) {
             still_resident_pages,
         } => {
             output::say(
-                &spinner,
+                spinner,
                 format!(
                     "coldstart: evicted {files} files of the previous run{}",
                     if still_resident_pages > 0 {
@@ -158,13 +158,13 @@ fn show_stage(spinner: &ProgressBar, stage: Stage) {
             devices,
             read_ahead_kb,
         } => output::say(
-            &spinner,
+            spinner,
             format!(
                 "coldstart: read_ahead_kb set to {read_ahead_kb} on {devices} devices for this run"
             ),
         ),
         Stage::RestoredReadahead(paths) => output::say(
-            &spinner,
+            spinner,
             format!(
                 "coldstart: restored readahead settings an earlier coldstart left changed: {}",
                 paths
@@ -178,7 +178,7 @@ fn show_stage(spinner: &ProgressBar, stage: Stage) {
         Stage::Writing { events } => {
             spinner.set_message(format!("writing {events} events to the profile"))
         }
-        Stage::Warning(text) => output::say(&spinner, format!("coldstart: warning: {text}")),
+        Stage::Warning(text) => output::say(spinner, format!("coldstart: warning: {text}")),
     }
 }
 
