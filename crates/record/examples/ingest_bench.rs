@@ -16,7 +16,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use coldstart_profile::{CacheMode, Profile, RunStart};
-use coldstart_record::paths::SeenFile;
+use coldstart_record::paths::{Inode, SeenFile};
 use coldstart_record::trace::{Assembled, Mappings, assemble, decode_buffers};
 use coldstart_record::tracefs::events::{Decoder, EventKind, TraceEvent, kernel_dev_to_user};
 use coldstart_record::tracefs::format::{EventFormat, HeaderPage};
@@ -205,7 +205,7 @@ fn build_buffers(events: usize) -> Vec<(u32, Vec<u8>)> {
 }
 
 /// What the open watcher would have seen: every file with its path.
-fn opens() -> HashMap<(u64, u64), SeenFile> {
+fn opens() -> HashMap<Inode, SeenFile> {
     (0..FILES)
         .map(|ino| {
             let file = SeenFile {
@@ -216,7 +216,13 @@ fn opens() -> HashMap<(u64, u64), SeenFile> {
                 opened_as: None,
                 unreachable: false,
             };
-            ((kernel_dev_to_user(DEV), ino), file)
+            (
+                Inode {
+                    dev: kernel_dev_to_user(DEV),
+                    ino,
+                },
+                file,
+            )
         })
         .collect()
 }
@@ -362,7 +368,7 @@ fn main() {
     );
 }
 
-fn assemble_rows(decoded: &[TraceEvent], opens: &HashMap<(u64, u64), SeenFile>) -> Assembled {
+fn assemble_rows(decoded: &[TraceEvent], opens: &HashMap<Inode, SeenFile>) -> Assembled {
     let no_maps = HashMap::new();
     assemble(
         decoded,

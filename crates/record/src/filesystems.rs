@@ -11,7 +11,7 @@
 //! which the watcher names by its handle through a mount here. The layer
 //! file keeps the overlay path the program opened as `opened_as`.
 
-use crate::paths::{FileIdentity, SeenFile};
+use crate::paths::{Inode, SeenFile};
 use coldstart_profile::FileKind;
 use coldstart_system::proc::{self, MountInfo};
 use std::collections::{HashMap, HashSet};
@@ -82,8 +82,8 @@ impl Filesystems {
 
     /// What the row of the file `identity` (as stat() encodes it) holds,
     /// and, for one without a path, what names it.
-    pub fn classify(&self, identity: FileIdentity, has_path: bool) -> (FileKind, Option<String>) {
-        let (dev, ino) = identity;
+    pub fn classify(&self, identity: Inode, has_path: bool) -> (FileKind, Option<String>) {
+        let Inode { dev, ino } = identity;
         if let Some(mount) = self.metadata_of(identity) {
             return (
                 FileKind::Metadata,
@@ -182,7 +182,7 @@ impl Filesystems {
     /// block device's own cache (the kernel's block device filesystem
     /// numbers each device's inode with the device's number, major << 20 |
     /// minor) or btrfs's tree inode (inode 1 on the superblock's device).
-    fn metadata_of(&self, (dev, ino): FileIdentity) -> Option<&MountInfo> {
+    fn metadata_of(&self, Inode { dev, ino }: Inode) -> Option<&MountInfo> {
         if libc::major(dev) != 0 {
             return None;
         }
@@ -206,12 +206,12 @@ impl Filesystems {
     /// layer file gets the path that opens it here and the overlay path
     /// the program opened; a layer file whose own open was not seen is
     /// added from the overlay open.
-    pub fn resolve_overlay_opens(&self, opens: &mut HashMap<FileIdentity, SeenFile>) {
+    pub fn resolve_overlay_opens(&self, opens: &mut HashMap<Inode, SeenFile>) {
         if self.overlays.is_empty() {
             return;
         }
         // The overlay opens: find the layer file behind each.
-        let overlay_opens: Vec<(FileIdentity, SeenFile)> = opens
+        let overlay_opens: Vec<(Inode, SeenFile)> = opens
             .iter()
             .filter(|(_, seen)| self.overlay_of(Path::new(&seen.path)).is_some())
             .map(|(&identity, seen)| (identity, seen.clone()))
@@ -250,7 +250,7 @@ impl Filesystems {
     /// first layer, upper first, with an entry there (a whiteout, a
     /// character device 0:0, means the file is deleted above every lower
     /// layer), and its identity.
-    pub fn layer_file(&self, path: &Path) -> Option<(FileIdentity, String)> {
+    pub fn layer_file(&self, path: &Path) -> Option<(Inode, String)> {
         let overlay = self.overlay_of(path)?;
         let relative = path.strip_prefix(&overlay.target).ok()?;
         for layer in &overlay.layers {
@@ -262,7 +262,7 @@ impl Filesystems {
                 return None;
             }
             let meta = fs::metadata(&candidate).ok()?;
-            return Some(((meta.dev(), meta.ino()), candidate.to_str()?.to_string()));
+            return Some((Inode::of(&meta), candidate.to_str()?.to_string()));
         }
         None
     }
@@ -376,23 +376,50 @@ mod tests {
             mount(btrfs, "btrfs", "/dev/loop0", "/mnt"),
             mount(tmpfs, "tmpfs", "tmpfs", "/dev/shm"),
         ]);
-        let (kind, note) = fs.classify((btrfs, 1), false);
+        let (kind, note) = fs.classify(Inode { dev: btrfs, ino: 1 }, false);
         assert_eq!(kind, FileKind::Metadata);
         assert_eq!(
             note.unwrap(),
             "btrfs metadata on /dev/loop0 (mounted at /mnt)"
         );
-        let (kind, note) = fs.classify((btrfs, 257), false);
+        let (kind, note) = fs.classify(
+            Inode {
+                dev: btrfs,
+                ino: 257,
+            },
+            false,
+        );
         assert_eq!(kind, FileKind::File);
         assert!(note.unwrap().contains("could not tell"));
-        assert_eq!(fs.classify((tmpfs, 5), true), (FileKind::Memory, None));
-        let (kind, _) = fs.classify((libc::makedev(0, 1), 77), false);
+        assert_eq!(
+            fs.classify(Inode { dev: tmpfs, ino: 5 }, true),
+            (FileKind::Memory, None)
+        );
+        let (kind, _) = fs.classify(
+            Inode {
+                dev: libc::makedev(0, 1),
+                ino: 77,
+            },
+            false,
+        );
         assert_eq!(kind, FileKind::Memory);
         assert_eq!(
-            fs.classify((libc::makedev(254, 0), 9), true),
+            fs.classify(
+                Inode {
+                    dev: libc::makedev(254, 0),
+                    ino: 9
+                },
+                true
+            ),
             (FileKind::File, None)
         );
-        let (kind, note) = fs.classify((libc::makedev(254, 0), 9), false);
+        let (kind, note) = fs.classify(
+            Inode {
+                dev: libc::makedev(254, 0),
+                ino: 9,
+            },
+            false,
+        );
         assert_eq!(kind, FileKind::File);
         assert!(note.unwrap().contains("neither opened nor mapped"));
     }
@@ -427,7 +454,10 @@ mod tests {
             return;
         }
         let fs = Filesystems::new(vec![root.clone()]);
-        let bdev = (libc::makedev(0, 3), kernel_devt(meta.rdev()));
+        let bdev = Inode {
+            dev: libc::makedev(0, 3),
+            ino: kernel_devt(meta.rdev()),
+        };
         let (kind, note) = fs.classify(bdev, false);
         assert_eq!(kind, FileKind::Metadata);
         assert!(

@@ -22,8 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// (st_dev, st_ino) as user space sees them.
-pub type FileIdentity = (u64, u64);
+pub use coldstart_system::identity::Inode;
 
 /// A file as it was when it was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +44,7 @@ pub struct SeenFile {
 /// Collects opens from every filesystem until stopped.
 pub struct OpenWatcher {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<HashMap<FileIdentity, SeenFile>>>,
+    thread: Option<JoinHandle<HashMap<Inode, SeenFile>>>,
     /// Filesystems fanotify refused to watch (pseudo filesystems mostly).
     pub unwatched: Vec<String>,
 }
@@ -88,7 +87,7 @@ impl OpenWatcher {
     }
 
     /// Stops watching and returns every file opened meanwhile.
-    pub fn finish(mut self) -> HashMap<FileIdentity, SeenFile> {
+    pub fn finish(mut self) -> HashMap<Inode, SeenFile> {
         self.stop.store(true, Ordering::Release);
         self.thread
             .take()
@@ -133,8 +132,8 @@ fn is_pseudo(fstype: &str) -> bool {
 
 const EVENT_BUFFER: usize = 64 * 1024;
 
-fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFile> {
-    let mut seen: HashMap<FileIdentity, SeenFile> = HashMap::new();
+fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<Inode, SeenFile> {
+    let mut seen: HashMap<Inode, SeenFile> = HashMap::new();
     let here = Here::new();
     let mut buf = vec![0u8; EVENT_BUFFER];
     // After the stop request, drain what is queued, then leave.
@@ -162,14 +161,14 @@ fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<FileIdentity, SeenFi
     }
 }
 
-fn record(file: &fs::File, pid: i32, here: &Here, seen: &mut HashMap<FileIdentity, SeenFile>) {
+fn record(file: &fs::File, pid: i32, here: &Here, seen: &mut HashMap<Inode, SeenFile>) {
     let Ok(meta) = file.metadata() else {
         return;
     };
     if !meta.is_file() {
         return;
     }
-    let key = (meta.dev(), meta.ino());
+    let key = Inode::of(&meta);
     if let Some(file) = seen.get_mut(&key) {
         if !file.openers.contains(&pid) {
             file.openers.push(pid);
@@ -216,8 +215,8 @@ fn record(file: &fs::File, pid: i32, here: &Here, seen: &mut HashMap<FileIdentit
 }
 
 /// Whether `path` names the file `identity` in this mount namespace.
-pub fn names(path: &str, identity: FileIdentity) -> bool {
-    fs::metadata(path).is_ok_and(|meta| (meta.dev(), meta.ino()) == identity)
+pub fn names(path: &str, identity: Inode) -> bool {
+    fs::metadata(path).is_ok_and(|meta| Inode::of(&meta) == identity)
 }
 
 /// This process's mount namespace, where plans are replayed: finds the
@@ -253,11 +252,11 @@ impl Here {
     /// A path here naming the open `file` (of identity `key`): its handle
     /// opened through each mount of a filesystem of its type, until one
     /// reaches it by a path that names it.
-    fn path_of(&self, file: &fs::File, key: FileIdentity) -> Option<String> {
+    fn path_of(&self, file: &fs::File, key: Inode) -> Option<String> {
         let handle = fanotify::handle_of(file).ok()?;
         let magic = coldstart_system::filesystem::magic_of_file(file).ok()?;
         let mut mounts: Vec<&(u64, std::path::PathBuf)> = self.mounts.iter().collect();
-        mounts.sort_by_key(|(dev, _)| *dev != key.0);
+        mounts.sort_by_key(|(dev, _)| *dev != key.dev);
         for (_, target) in mounts {
             if coldstart_system::filesystem::magic_of_path(target).ok() != Some(magic) {
                 continue;
@@ -287,7 +286,7 @@ impl Here {
 }
 
 /// Files mapped by live processes, by identity, from /proc/PID/maps.
-pub fn mapped_files() -> HashMap<FileIdentity, String> {
+pub fn mapped_files() -> HashMap<Inode, String> {
     let mut found = HashMap::new();
     for pid in proc::pids() {
         let Ok(maps) = proc::maps(pid) else {
@@ -308,16 +307,19 @@ pub fn mapped_files() -> HashMap<FileIdentity, String> {
 /// overlay's inode where the pages are its layer file's; for such
 /// (device major 0) mappings the mapped file itself, through
 /// /proc/PID/map_files, says.
-fn mapped_identity(pid: i32, line: &proc::MapsLine) -> FileIdentity {
-    let listed = (line.device(), line.inode);
-    if libc::major(listed.0) != 0 {
+fn mapped_identity(pid: i32, line: &proc::MapsLine) -> Inode {
+    let listed = Inode {
+        dev: line.device(),
+        ino: line.inode,
+    };
+    if libc::major(listed.dev) != 0 {
         return listed;
     }
     fs::metadata(format!(
         "/proc/{pid}/map_files/{:x}-{:x}",
         line.start, line.end
     ))
-    .map(|meta| (meta.dev(), meta.ino()))
+    .map(|meta| Inode::of(&meta))
     .unwrap_or(listed)
 }
 
@@ -332,7 +334,7 @@ pub struct FileMapping {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
-    pub file: FileIdentity,
+    pub file: Inode,
 }
 
 /// The file mappings of one process now (empty if it is gone).
@@ -352,8 +354,8 @@ pub fn file_mappings(pid: i32) -> Vec<FileMapping> {
 }
 
 /// The identity of a path, for matching it against trace events.
-pub fn identity_of(path: &Path) -> Option<FileIdentity> {
-    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+pub fn identity_of(path: &Path) -> Option<Inode> {
+    Inode::of_path(path)
 }
 
 /// Paths of inodes known only by device and inode number, found through
@@ -396,15 +398,14 @@ impl HandleResolver {
     }
 
     /// The path that names `identity` now, when it can be found exactly.
-    pub fn path(&self, identity: FileIdentity) -> Option<String> {
-        let (dev, ino) = identity;
-        let mount = self.mounts.get(&dev)?;
-        let file = fanotify::open_inode(mount, u32::try_from(ino).ok()?).ok()?;
+    pub fn path(&self, identity: Inode) -> Option<String> {
+        let mount = self.mounts.get(&identity.dev)?;
+        let file = fanotify::open_inode(mount, u32::try_from(identity.ino).ok()?).ok()?;
         let link = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
         let path = link.to_str()?.to_string();
         // A disconnected or deleted inode has no usable path; anything else
         // must still name this very inode.
         let named = fs::symlink_metadata(&path).ok()?;
-        (path.starts_with('/') && (named.dev(), named.ino()) == identity).then_some(path)
+        (path.starts_with('/') && Inode::of(&named) == identity).then_some(path)
     }
 }

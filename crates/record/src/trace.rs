@@ -13,7 +13,7 @@ use crate::loader::spans::SpanAssembly;
 use crate::loader::{self};
 use crate::names::{NameRecorder, Recorded};
 use crate::paths::FileMapping;
-use crate::paths::{self, FileIdentity, OpenWatcher, SeenFile};
+use crate::paths::{self, Inode, OpenWatcher, SeenFile};
 use crate::subvolumes::{Placed, SubvolumeRecorder, Subvolumes};
 use crate::tracefs::events::{
     Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
@@ -371,7 +371,7 @@ struct Captured {
     buffers: Vec<(u32, Vec<u8>)>,
     trace_bytes: u64,
     lost: Vec<LostEvents>,
-    opens: HashMap<FileIdentity, SeenFile>,
+    opens: HashMap<Inode, SeenFile>,
     names: Option<Recorded>,
     subvolumes: Option<Subvolumes>,
     decoder: Decoder,
@@ -925,7 +925,7 @@ impl Mappings {
 
     /// The file and offset mapped at `address` in process `pid`, from the
     /// newest snapshot that maps it.
-    fn resolve(&self, pid: i32, address: u64) -> Option<(FileIdentity, u64)> {
+    fn resolve(&self, pid: i32, address: u64) -> Option<(Inode, u64)> {
         self.by_pid.get(&pid)?.iter().rev().find_map(|snapshot| {
             let i = snapshot.partition_point(|m| m.start <= address);
             let m = snapshot.get(i.checked_sub(1)?)?;
@@ -954,8 +954,8 @@ pub fn assemble(
     t0: i64,
     root_pid: i32,
     filesystems: &Filesystems,
-    opens: &HashMap<FileIdentity, SeenFile>,
-    mapped: &HashMap<FileIdentity, String>,
+    opens: &HashMap<Inode, SeenFile>,
+    mapped: &HashMap<Inode, String>,
     mappings: &Mappings,
     page_size: u64,
     loader: Option<bool>,
@@ -993,8 +993,8 @@ struct RunAssembly<'a> {
     root_pid: i32,
     page_size: u64,
     filesystems: &'a Filesystems,
-    opens: &'a HashMap<FileIdentity, SeenFile>,
-    mapped: &'a HashMap<FileIdentity, String>,
+    opens: &'a HashMap<Inode, SeenFile>,
+    mapped: &'a HashMap<Inode, String>,
     mappings: &'a Mappings,
     /// The process tree, in event order: the root, then whatever a member
     /// creates. A task's process (tgid) is itself unless it is a thread.
@@ -1242,8 +1242,8 @@ impl RunAssembly<'_> {
             && let Some((file, offset)) = self.mappings.resolve(tgid, address)
         {
             let key = FileKey {
-                dev: user_dev_to_kernel(file.0),
-                ino: file.1,
+                dev: user_dev_to_kernel(file.dev),
+                ino: file.ino,
             };
             let page = offset / self.page_size;
             self.add_pages(t_ns, tid, key, page, 1, PageEventKind::Touch);
@@ -1271,7 +1271,10 @@ impl RunAssembly<'_> {
         for file in &mut self.files {
             file.opened_by_tree = self
                 .opens
-                .get(&(file.dev, file.ino))
+                .get(&Inode {
+                    dev: file.dev,
+                    ino: file.ino,
+                })
                 .is_some_and(|seen| seen.openers.iter().any(|p| tree_tgids.contains(p)));
         }
         let mut processes: Vec<Process> = self
@@ -1321,7 +1324,10 @@ impl RunAssembly<'_> {
                 continue;
             }
             let resolver = resolver.get_or_insert_with(paths::HandleResolver::mounted);
-            let Some(path) = resolver.path((file.dev, file.ino)) else {
+            let Some(path) = resolver.path(Inode {
+                dev: file.dev,
+                ino: file.ino,
+            }) else {
                 continue;
             };
             file.build_id = build_id(Path::new(&path));
@@ -1343,7 +1349,7 @@ impl RunAssembly<'_> {
             let id = match by_path.get(&path) {
                 Some(id) => *id,
                 None => {
-                    let id = paths::identity_of(Path::new(&path)).map(|(dev, ino)| {
+                    let id = paths::identity_of(Path::new(&path)).map(|Inode { dev, ino }| {
                         self.file_id(FileKey {
                             dev: user_dev_to_kernel(dev),
                             ino,
@@ -1371,13 +1377,16 @@ fn readahead_kind(kind: crate::tracefs::events::ReadaheadKind) -> ReadaheadKind 
 fn new_file(
     key: FileKey,
     filesystems: &Filesystems,
-    opens: &HashMap<FileIdentity, SeenFile>,
-    mapped: &HashMap<FileIdentity, String>,
+    opens: &HashMap<Inode, SeenFile>,
+    mapped: &HashMap<Inode, String>,
 ) -> NewFile {
-    let identity = (kernel_dev_to_user(key.dev), key.ino);
+    let identity = Inode {
+        dev: kernel_dev_to_user(key.dev),
+        ino: key.ino,
+    };
     let mut file = NewFile {
-        dev: identity.0,
-        ino: identity.1,
+        dev: identity.dev,
+        ino: identity.ino,
         path: None,
         size: None,
         mtime_ns: None,

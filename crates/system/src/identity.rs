@@ -1,11 +1,47 @@
-//! A file's identity: what tells the file a run traced from another file at
+//! A file's identity, in its two senses.
+//!
+//! [`Inode`]: which file, while the system runs: the device and inode
+//! number stat() reports. The recorder keys every page event and file row
+//! by it, and it is unique on every filesystem coldstart traces: on btrfs,
+//! where subvolumes share one superblock and repeat inode numbers, the
+//! device is the subvolume's (the recorder places each page-cache event
+//! there); on an overlay a file's pages are its layer file's, which is the
+//! row. Devices of btrfs subvolumes and overlays are numbered at mount
+//! time, so an `Inode` does not outlive a mount.
+//!
+//! [`FileIdentity`]: what tells the file a run traced from another file at
 //! the same path later (a rebuilt library, an updated package). A plan
-//! records it per file, a profile per file row; replay, the plan compiler
-//! and the analyses compare against it before trusting a file's offsets.
+//! records it per file with the path that opens the file, a profile per
+//! file row; replay, the plan compiler and the analyses compare against it
+//! before trusting a file's offsets. That pair, path and identity, is what
+//! is kept across mounts and boots.
 
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+
+/// Which file, while the system runs (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Inode {
+    /// `st_dev`, in libc's encoding.
+    pub dev: u64,
+    pub ino: u64,
+}
+
+impl Inode {
+    /// The inode `meta` describes.
+    pub fn of(meta: &Metadata) -> Inode {
+        Inode {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }
+    }
+
+    /// The inode `path` names now, following symbolic links.
+    pub fn of_path(path: &Path) -> Option<Inode> {
+        std::fs::metadata(path).ok().map(|meta| Inode::of(&meta))
+    }
+}
 
 /// The size, modification time and build-id a file had when it was
 /// recorded. The modification time is absent where it could not be read;
