@@ -328,6 +328,10 @@ fn xfs_files_are_named_with_their_pages() {
         "{}",
         traced.log
     );
+    let paths: Vec<std::path::PathBuf> = fs.files.iter().map(|f| f.path.clone()).collect();
+    let mut fs = fs;
+    let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    served_start_warms(&traced, &paths, || fs.remount());
 }
 
 #[test]
@@ -346,6 +350,10 @@ fn squashfs_files_are_named_and_read_in_whole_blocks() {
         let read = pages(&row(&traced.report, &file.path)["pages"]["read"]);
         assert_eq!(read, (0..PAGES).collect(), "{}", file.path.display());
     }
+    let paths: Vec<std::path::PathBuf> = fs.files.iter().map(|f| f.path.clone()).collect();
+    let mut fs = fs;
+    let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    served_start_warms(&traced, &paths, || fs.remount());
 }
 
 #[test]
@@ -471,6 +479,10 @@ fn a_file_opened_in_another_mount_namespace_is_named_by_its_path_here() {
         .filter(|f| f["path"].as_str() == there.to_str())
         .count();
     assert_eq!(named_there, 0, "no row names the namespace's path");
+    // The plan names the path here, which the prefetcher can open.
+    served_start_warms(&traced, &[&here], || {
+        run(coldstart().arg("evict").arg(&here));
+    });
 }
 
 #[test]
@@ -517,13 +529,15 @@ fn a_program_on_btrfs_is_recorded_with_its_filesystems_own_read_ahead() {
     )
     .unwrap();
     let setting = format!("/sys/fs/btrfs/{}/bdi/read_ahead_kb", uuid.trim());
+    // Another test's trace sets every device's readahead and puts it back
+    // when it ends: set this one only while no other trace runs.
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
     // A multiple of the page: the kernel keeps it in pages.
     std::fs::write(&setting, "1232").unwrap();
     let dir = world_readable_temp_dir("coldstart-fs-ra-test");
     let program = fs.subvolumes[0].join("touch_files");
     std::fs::copy(build_touch_files(dir.path()), &program).unwrap();
     let db = dir.path().join("t.db");
-    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
     run(coldstart()
         .args(["trace", "--json", "--cache", "warm", "-o"])
         .arg(&db)
