@@ -548,3 +548,43 @@ fn a_program_on_btrfs_is_recorded_with_its_filesystems_own_read_ahead() {
     let report = json(&run(coldstart().arg("report").arg(&db).arg("--json")));
     assert_eq!(report["run"]["read_ahead_kb"], 1232, "{:#}", report["run"]);
 }
+
+#[test]
+fn a_program_on_an_overlay_is_recorded_with_its_layers_read_ahead() {
+    if !can_trace() {
+        return;
+    }
+    let Some(fs) = Overlay::new(&[("a.bin", PAGES)]) else {
+        return;
+    };
+    // Written through the overlay, the program is copied up: its pages are
+    // the upper layer's, on the upper image's loop device.
+    let dir = world_readable_temp_dir("coldstart-fs-ra-test");
+    let program = fs.merged_dir().join("touch_files");
+    std::fs::copy(build_touch_files(dir.path()), &program).unwrap();
+    let layer = fs.upper_mount().join("upper/touch_files");
+    assert!(layer.exists(), "copied up to {}", layer.display());
+    let device = coldstart_testkit::run_ok(
+        Command::new("findmnt")
+            .args(["-n", "-o", "MAJ:MIN", "--target"])
+            .arg(fs.upper_mount()),
+    );
+    let device = String::from_utf8(device.stdout).unwrap();
+    let setting = format!("/sys/dev/block/{}/queue/read_ahead_kb", device.trim());
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = std::fs::read_to_string(&setting).unwrap();
+    std::fs::write(&setting, "1232").unwrap();
+    let db = dir.path().join("t.db");
+    let traced = coldstart()
+        .args(["trace", "--json", "--cache", "warm", "-o"])
+        .arg(&db)
+        .arg("--")
+        .arg(&program)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .output();
+    std::fs::write(&setting, before.trim()).unwrap();
+    assert!(traced.unwrap().status.success());
+    let report = json(&run(coldstart().arg("report").arg(&db).arg("--json")));
+    assert_eq!(report["run"]["read_ahead_kb"], 1232, "{:#}", report["run"]);
+}

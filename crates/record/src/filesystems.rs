@@ -13,11 +13,12 @@
 
 use crate::paths::{Inode, SeenFile};
 use coldstart_profile::FileKind;
+use coldstart_system::filesystem::Overlays;
 use coldstart_system::proc::{self, MountInfo};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Filesystem types whose pages live in memory only.
 const MEMORY_FILESYSTEMS: &[&str] = &[
@@ -32,19 +33,11 @@ const MEMORY_FILESYSTEMS: &[&str] = &[
     "bpf",
 ];
 
-/// An overlay mount: where it is, and its layers' directories, upper
-/// first, in the order the overlay looks files up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OverlayMount {
-    pub target: PathBuf,
-    pub layers: Vec<PathBuf>,
-}
-
 /// The mounts of this mount namespace, read once.
 #[derive(Debug, Clone, Default)]
 pub struct Filesystems {
     mounts: Vec<MountInfo>,
-    overlays: Vec<OverlayMount>,
+    overlays: Overlays,
     /// Devices of btrfs subvolumes files were placed in (stat's encoding):
     /// no mount lists them, since mountinfo gives the superblock's.
     subvolumes: HashSet<u64>,
@@ -57,16 +50,7 @@ impl Filesystems {
     }
 
     pub fn new(mounts: Vec<MountInfo>) -> Filesystems {
-        let overlays = mounts
-            .iter()
-            .filter(|m| m.fstype == "overlay")
-            .filter_map(|m| {
-                Some(OverlayMount {
-                    target: m.target.clone(),
-                    layers: overlay_layers(&m.super_options)?,
-                })
-            })
-            .collect();
+        let overlays = Overlays::of(&mounts);
         Filesystems {
             mounts,
             overlays,
@@ -213,7 +197,7 @@ impl Filesystems {
         // The overlay opens: find the layer file behind each.
         let overlay_opens: Vec<(Inode, SeenFile)> = opens
             .iter()
-            .filter(|(_, seen)| self.overlay_of(Path::new(&seen.path)).is_some())
+            .filter(|(_, seen)| self.overlays.holds(Path::new(&seen.path)))
             .map(|(&identity, seen)| (identity, seen.clone()))
             .collect();
         for (overlay_identity, seen) in overlay_opens {
@@ -238,33 +222,12 @@ impl Filesystems {
         }
     }
 
-    /// The overlay mount `path` is under, the deepest one.
-    fn overlay_of(&self, path: &Path) -> Option<&OverlayMount> {
-        self.overlays
-            .iter()
-            .filter(|o| path.starts_with(&o.target))
-            .max_by_key(|o| o.target.as_os_str().len())
-    }
-
-    /// The file of the layer that holds the overlay file at `path`: the
-    /// first layer, upper first, with an entry there (a whiteout, a
-    /// character device 0:0, means the file is deleted above every lower
-    /// layer), and its identity.
+    /// The file of the layer that holds the overlay file at `path`, and
+    /// its identity.
     pub fn layer_file(&self, path: &Path) -> Option<(Inode, String)> {
-        let overlay = self.overlay_of(path)?;
-        let relative = path.strip_prefix(&overlay.target).ok()?;
-        for layer in &overlay.layers {
-            let candidate = layer.join(relative);
-            let Ok(meta) = fs::symlink_metadata(&candidate) else {
-                continue;
-            };
-            if meta.file_type().is_char_device() && meta.rdev() == 0 {
-                return None;
-            }
-            let meta = fs::metadata(&candidate).ok()?;
-            return Some((Inode::of(&meta), candidate.to_str()?.to_string()));
-        }
-        None
+        let layer = self.overlays.layer_file(path)?;
+        let meta = fs::metadata(&layer).ok()?;
+        Some((Inode::of(&meta), layer.to_str()?.to_string()))
     }
 }
 
@@ -274,88 +237,9 @@ fn kernel_devt(dev: u64) -> u64 {
     (u64::from(libc::major(dev)) << 20) | u64::from(libc::minor(dev))
 }
 
-/// An overlay's layer directories from its mount options, upper first:
-/// `upperdir=`, then `lowerdir=` (colon-separated, `\:` escaping a colon
-/// in a name) or one `lowerdir+=` per layer, and `datadir+=` last. Commas
-/// in paths come escaped as `\,`.
-fn overlay_layers(options: &str) -> Option<Vec<PathBuf>> {
-    let mut upper = None;
-    let mut lowers = Vec::new();
-    let mut data = Vec::new();
-    for option in split_unescaped(options, ',') {
-        if let Some(dir) = option.strip_prefix("upperdir=") {
-            upper = Some(PathBuf::from(unescape(dir)));
-        } else if let Some(dirs) = option.strip_prefix("lowerdir=") {
-            lowers.extend(
-                split_unescaped(dirs, ':')
-                    .iter()
-                    .filter(|d| !d.is_empty())
-                    .map(|d| PathBuf::from(unescape(d))),
-            );
-        } else if let Some(dir) = option.strip_prefix("lowerdir+=") {
-            lowers.push(PathBuf::from(unescape(dir)));
-        } else if let Some(dir) = option.strip_prefix("datadir+=") {
-            data.push(PathBuf::from(unescape(dir)));
-        }
-    }
-    if lowers.is_empty() {
-        return None;
-    }
-    Some(upper.into_iter().chain(lowers).chain(data).collect())
-}
-
-/// Splits at `separator` where it is not escaped by a backslash.
-fn split_unescaped(text: &str, separator: char) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            let last = parts.last_mut().expect("one part at least");
-            last.push(c);
-            if let Some(next) = chars.next() {
-                last.push(next);
-            }
-        } else if c == separator {
-            parts.push(String::new());
-        } else {
-            parts.last_mut().expect("one part at least").push(c);
-        }
-    }
-    parts
-}
-
-/// Drops the backslashes escaping a character.
-fn unescape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(next) = chars.next() {
-                out.push(next);
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn overlay_layers_come_upper_first_then_lowers_in_lookup_order() {
-        assert_eq!(
-            overlay_layers("rw,lowerdir=/l1:/l\\:2,upperdir=/u,workdir=/w,uuid=on"),
-            Some(vec!["/u".into(), "/l1".into(), "/l:2".into()])
-        );
-        assert_eq!(
-            overlay_layers("ro,lowerdir+=/a,lowerdir+=/b\\,c,datadir+=/d"),
-            Some(vec!["/a".into(), "/b,c".into(), "/d".into()])
-        );
-        assert_eq!(overlay_layers("rw,upperdir=/u"), None);
-    }
 
     fn mount(dev: u64, fstype: &str, source: &str, target: &str) -> MountInfo {
         MountInfo {

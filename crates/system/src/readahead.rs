@@ -221,14 +221,22 @@ pub fn restore_stale_in(state_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The read_ahead_kb the kernel reads `program` (looked up in PATH when it
-/// has no slash) ahead by: its block device's, or on btrfs (whose files
-/// carry a subvolume's device, no block device's) the filesystem's own
-/// setting.
+/// has no slash) ahead by: its block device's; on btrfs (whose files carry
+/// a subvolume's device, no block device's) the filesystem's own setting;
+/// on an overlay, that of the layer file holding its pages.
 pub fn read_ahead_kb_for(program: &Path) -> Option<u64> {
+    let path = fs::canonicalize(crate::launch::resolve_program(program)?).ok()?;
+    read_ahead_kb_of_file(&path).or_else(|| {
+        let layer = crate::filesystem::Overlays::here().layer_file(&path)?;
+        read_ahead_kb_of_file(&layer)
+    })
+}
+
+/// The read_ahead_kb a file on a block device or on btrfs is read ahead by.
+fn read_ahead_kb_of_file(path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let path = crate::launch::resolve_program(program)?;
-    let dev = fs::metadata(&path).ok()?.dev();
-    read_ahead_kb_of_device(dev).or_else(|| btrfs_read_ahead_kb(&path))
+    let dev = fs::metadata(path).ok()?.dev();
+    read_ahead_kb_of_device(dev).or_else(|| btrfs_read_ahead_kb(path))
 }
 
 /// btrfs reads a file ahead by its filesystem's own backing device info
