@@ -76,6 +76,9 @@ pub fn jump_if_ne(dst: u8, imm: i32, off: i16) -> Insn {
 pub fn jump_if_ne_reg(dst: u8, src: u8, off: i16) -> Insn {
     insn(0x5d, dst, src, off, 0)
 }
+pub fn jump(off: i16) -> Insn {
+    insn(0x05, 0, 0, off, 0)
+}
 pub fn call(helper: i32) -> Insn {
     insn(0x85, 0, 0, 0, helper)
 }
@@ -92,6 +95,24 @@ pub fn load_imm64(dst: u8, value: u64) -> [Insn; 2] {
 /// Two instructions loading a map's descriptor (BPF_PSEUDO_MAP_FD).
 pub fn load_map(dst: u8, map: &bpf::Map) -> [Insn; 2] {
     [insn(0x18, dst, 1, 0, map.raw_fd()), insn(0, 0, 0, 0, 0)]
+}
+
+/// Appends: add 1 to the u64 in slot 0 of the array map `counter` (using
+/// the stack word at r10 - 4). Returns the index of the jump taken when the
+/// map has no slot, for the caller to point past the addition.
+pub fn add_one_to_counter(p: &mut Vec<Insn>, counter: &bpf::Map) -> usize {
+    p.extend([
+        mov_imm(1, 0),
+        store_u32(10, -4, 1),
+        mov_reg(2, 10),
+        add_imm(2, -4),
+    ]);
+    p.extend(load_map(1, counter));
+    p.push(call(HELPER_MAP_LOOKUP_ELEM));
+    let no_slot = p.len();
+    p.push(jump_if_eq(0, 0, 0));
+    p.extend([mov_imm(1, 1), atomic_add_u64(0, 0, 1)]);
+    no_slot
 }
 
 /// Points the jump at `from` to `target` (both instruction indices).

@@ -467,17 +467,7 @@ fn reserve(
 fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &bpf::Map) -> Vec<Insn> {
     let Jumps { skip_own, full } = jumps;
     let drop_count = p.len();
-    p.extend([
-        mov_imm(1, 0),
-        store_u32(10, -4, 1),
-        mov_reg(2, 10),
-        add_imm(2, -4),
-    ]);
-    p.extend(load_map(1, drops));
-    p.extend([call(HELPER_MAP_LOOKUP_ELEM)]);
-    let no_slot = p.len();
-    p.push(jump_if_eq(0, 0, 0)); // to the end, patched below
-    p.extend([mov_imm(1, 1), atomic_add_u64(0, 0, 1)]);
+    let no_slot = add_one_to_counter(&mut p, drops);
     let end = p.len();
     p.extend([mov_imm(0, 0), exit()]);
     patch_jump(&mut p, skip_own, end);

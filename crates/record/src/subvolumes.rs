@@ -382,27 +382,14 @@ fn program(
         mov_imm(2, 0),
         call(HELPER_RINGBUF_SUBMIT),
     ]);
+    // Submitted: past the drop count.
     to_out.push(p.len());
-    p.push(jump_if_eq(0, 0, 0));
+    p.push(jump(0));
     // The ring buffer was full: count it.
     let drop_count = p.len();
-    p.extend([
-        mov_imm(1, 0),
-        store_u32(10, -4, 1),
-        mov_reg(2, 10),
-        add_imm(2, -4),
-    ]);
-    p.extend(load_map(1, drops));
-    p.push(call(HELPER_MAP_LOOKUP_ELEM));
-    to_out.push(p.len());
-    p.push(jump_if_eq(0, 0, 0));
-    p.extend([mov_imm(1, 1), atomic_add_u64(0, 0, 1)]);
+    to_out.push(add_one_to_counter(&mut p, drops));
     let out = p.len();
     p.extend([mov_imm(0, 0), exit()]);
-    // The submit's way out is an unconditional jump: r0 == 0 is not known
-    // there, so make it one.
-    let submit_out = to_out[to_out.len() - 2];
-    p[submit_out] = insn(0x05, 0, 0, 0, 0);
     for from in to_out {
         patch_jump(&mut p, from, out);
     }

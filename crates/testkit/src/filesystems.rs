@@ -46,20 +46,74 @@ pub fn file_bytes(seed: u8, pages: u64) -> Vec<u8> {
         .collect()
 }
 
+/// A filesystem on a loop-mounted image in a temporary directory, with the
+/// files a builder wrote on it: what [`Btrfs`], [`Xfs`] and [`Squashfs`]
+/// build.
+pub struct ImageFilesystem {
+    // Fields drop in order: the mount before the directory holding it.
+    image: MountedImage,
+    /// The files, in the order they were asked for.
+    pub files: Vec<TestFile>,
+    dir: tempfile::TempDir,
+}
+
+impl ImageFilesystem {
+    /// Where the image is mounted.
+    pub fn mount_point(&self) -> &Path {
+        &self.image.point
+    }
+
+    /// The loop device behind the mount (possibly another one after each
+    /// [`remount`](Self::remount)).
+    pub fn loop_device(&self) -> PathBuf {
+        self.image.loop_device()
+    }
+
+    /// The temporary directory holding the image and the mount point.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Unmounts and mounts the image again, which drops every cached page
+    /// of this filesystem: its files are cold again.
+    pub fn remount(&mut self) {
+        self.image.remount();
+    }
+}
+
 /// Btrfs on a loop-mounted image of 300 MiB with the subvolumes `sub1`,
 /// `sub2` and any other the files name. A subvolume numbers its inodes
 /// from 257 on its own, so the first file written into each has inode 257:
 /// two files, one inode number, told apart only by the device number each
 /// subvolume gets.
 pub struct Btrfs {
-    // Fields drop in order: the mount before the directory holding it.
-    image: MountedImage,
-    /// The files, in the order they were asked for.
-    pub files: Vec<TestFile>,
+    filesystem: ImageFilesystem,
     /// The subvolumes' paths, `sub1` and `sub2` first.
     pub subvolumes: Vec<PathBuf>,
-    dir: tempfile::TempDir,
 }
+
+/// Each image filesystem is its [`ImageFilesystem`] to its users: its
+/// files, mount point, loop device and remount.
+macro_rules! an_image_filesystem {
+    ($name:ident) => {
+        impl std::ops::Deref for $name {
+            type Target = ImageFilesystem;
+            fn deref(&self) -> &ImageFilesystem {
+                &self.filesystem
+            }
+        }
+
+        impl std::ops::DerefMut for $name {
+            fn deref_mut(&mut self) -> &mut ImageFilesystem {
+                &mut self.filesystem
+            }
+        }
+    };
+}
+
+an_image_filesystem!(Btrfs);
+an_image_filesystem!(Xfs);
+an_image_filesystem!(Squashfs);
 
 impl Btrfs {
     /// Makes the filesystem and writes each (subvolume, relative file
@@ -104,42 +158,19 @@ impl Btrfs {
         );
         image.remount();
         Ok(Btrfs {
-            image,
-            files: written,
+            filesystem: ImageFilesystem {
+                image,
+                files: written,
+                dir,
+            },
             subvolumes,
-            dir,
         })
-    }
-
-    /// Where the filesystem's top level is mounted.
-    pub fn mount_point(&self) -> &Path {
-        &self.image.point
-    }
-
-    /// The loop device behind the mount (possibly another one after each
-    /// [`remount`](Self::remount)).
-    pub fn loop_device(&self) -> PathBuf {
-        self.image.loop_device()
-    }
-
-    /// The temporary directory holding the image and the mount point.
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Unmounts and mounts the image again, which drops every cached page
-    /// of this filesystem: its files are cold again.
-    pub fn remount(&mut self) {
-        self.image.remount();
     }
 }
 
 /// Xfs on a loop-mounted image of 300 MiB (mkfs.xfs refuses smaller).
 pub struct Xfs {
-    image: MountedImage,
-    /// The files, in the order they were asked for.
-    pub files: Vec<TestFile>,
-    dir: tempfile::TempDir,
+    filesystem: ImageFilesystem,
 }
 
 impl Xfs {
@@ -162,40 +193,19 @@ impl Xfs {
         let written = write_files(&image.point, named(files));
         image.remount();
         Ok(Xfs {
-            image,
-            files: written,
-            dir,
+            filesystem: ImageFilesystem {
+                image,
+                files: written,
+                dir,
+            },
         })
-    }
-
-    /// Where the filesystem is mounted.
-    pub fn mount_point(&self) -> &Path {
-        &self.image.point
-    }
-
-    /// The loop device behind the mount.
-    pub fn loop_device(&self) -> PathBuf {
-        self.image.loop_device()
-    }
-
-    /// The temporary directory holding the image and the mount point.
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Unmounts and mounts the image again: its files are cold again.
-    pub fn remount(&mut self) {
-        self.image.remount();
     }
 }
 
 /// A squashfs image packed by mksquashfs (default 128 KiB blocks) from a
 /// directory of files, loop-mounted read-only.
 pub struct Squashfs {
-    image: MountedImage,
-    /// The files on the mounted image, in the order they were asked for.
-    pub files: Vec<TestFile>,
-    dir: tempfile::TempDir,
+    filesystem: ImageFilesystem,
 }
 
 impl Squashfs {
@@ -229,27 +239,9 @@ impl Squashfs {
                 ..file
             })
             .collect();
-        Ok(Squashfs { image, files, dir })
-    }
-
-    /// Where the image is mounted.
-    pub fn mount_point(&self) -> &Path {
-        &self.image.point
-    }
-
-    /// The loop device behind the mount.
-    pub fn loop_device(&self) -> PathBuf {
-        self.image.loop_device()
-    }
-
-    /// The temporary directory holding the source, image and mount point.
-    pub fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Unmounts and mounts the image again: its files are cold again.
-    pub fn remount(&mut self) {
-        self.image.remount();
+        Ok(Squashfs {
+            filesystem: ImageFilesystem { image, files, dir },
+        })
     }
 }
 
