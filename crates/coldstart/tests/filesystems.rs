@@ -7,9 +7,10 @@
 //! mincore finds resident afterwards.
 
 use coldstart_testkit::filesystems::{
-    Btrfs, Overlay, Squashfs, TestFile, Tmpfs, Xfs, build_touch_files, parse_touches,
+    Btrfs, ImageFilesystem, Overlay, Squashfs, TestFile, Tmpfs, Xfs, build_touch_files,
+    parse_touches,
 };
-use coldstart_testkit::{can_trace, world_readable_temp_dir};
+use coldstart_testkit::{can_trace, run_ok as run, world_readable_temp_dir};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -19,18 +20,6 @@ const PAGES: u64 = 32;
 
 fn coldstart() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldstart"))
-}
-
-fn run(command: &mut Command) -> Output {
-    let output = command.output().expect("coldstart runs");
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}\nstdout: {}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
 }
 
 fn json(output: &Output) -> Value {
@@ -139,6 +128,17 @@ fn trace_program(
         touches,
         resident,
     }
+}
+
+/// [`served_start_warms`] on the image's own files, made cold by mounting
+/// the image again.
+fn served_after_remount(
+    traced: &Traced,
+    mut fs: impl std::ops::DerefMut<Target = ImageFilesystem>,
+) {
+    let paths: Vec<std::path::PathBuf> = fs.files.iter().map(|f| f.path.clone()).collect();
+    let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
+    served_start_warms(traced, &paths, || fs.remount());
 }
 
 /// Compiles a plan from the traced run and serves a cold start of a
@@ -278,9 +278,7 @@ fn btrfs_subvolumes_files_of_the_same_inode_number_are_two_named_files() {
     check_files(&traced, &fs.files, false);
     assert_eq!(row(&traced.report, a)["dev"].as_u64(), Some(ma.dev()));
     assert_eq!(row(&traced.report, b)["dev"].as_u64(), Some(mb.dev()));
-    let (a, b) = (a.clone(), b.clone());
-    let mut fs = fs;
-    served_start_warms(&traced, &[&a, &b], || fs.remount());
+    served_after_remount(&traced, fs);
 }
 
 #[test]
@@ -328,10 +326,7 @@ fn xfs_files_are_named_with_their_pages() {
         "{}",
         traced.log
     );
-    let paths: Vec<std::path::PathBuf> = fs.files.iter().map(|f| f.path.clone()).collect();
-    let mut fs = fs;
-    let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
-    served_start_warms(&traced, &paths, || fs.remount());
+    served_after_remount(&traced, fs);
 }
 
 #[test]
@@ -350,10 +345,7 @@ fn squashfs_files_are_named_and_read_in_whole_blocks() {
         let read = pages(&row(&traced.report, &file.path)["pages"]["read"]);
         assert_eq!(read, (0..PAGES).collect(), "{}", file.path.display());
     }
-    let paths: Vec<std::path::PathBuf> = fs.files.iter().map(|f| f.path.clone()).collect();
-    let mut fs = fs;
-    let paths: Vec<&Path> = paths.iter().map(|p| p.as_path()).collect();
-    served_start_warms(&traced, &paths, || fs.remount());
+    served_after_remount(&traced, fs);
 }
 
 #[test]

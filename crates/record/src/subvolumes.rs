@@ -331,32 +331,22 @@ fn program(
     // The first argument.
     p.push(load_u64(1, 1, 0));
     for &off in chain {
-        read_pointer(&mut p, &mut to_out, 1, off, true);
+        read_kernel(&mut p, &mut to_out, (1, off), 8, true);
     }
     // r7 = the inode.
     p.push(mov_reg(7, 1));
-    read_pointer(&mut p, &mut to_out, 7, offsets.inode_sb, true);
-    read_pointer(&mut p, &mut to_out, 1, offsets.sb_magic, false);
+    read_kernel(&mut p, &mut to_out, (7, offsets.inode_sb), 8, true);
+    read_kernel(&mut p, &mut to_out, (1, offsets.sb_magic), 8, false);
     p.extend(load_imm64(2, BTRFS_SUPER_MAGIC));
     to_out.push(p.len());
     p.push(jump_if_ne_reg(1, 2, 0));
     // r8 = the inode number.
-    read_pointer(&mut p, &mut to_out, 7, offsets.inode_ino, false);
+    read_kernel(&mut p, &mut to_out, (7, offsets.inode_ino), 8, false);
     p.push(mov_reg(8, 1));
     // r1 = its subvolume's root; r9 = the root's device (4 bytes).
-    read_pointer(&mut p, &mut to_out, 7, offsets.inode_root, true);
-    p.extend([
-        store_u64_imm(10, -8, 0),
-        mov_reg(3, 1),
-        add_imm(3, offsets.root_anon_dev),
-        mov_reg(1, 10),
-        add_imm(1, -8),
-        mov_imm(2, 4),
-        call(HELPER_PROBE_READ_KERNEL),
-    ]);
-    to_out.push(p.len());
-    p.push(jump_if_ne(0, 0, 0));
-    p.push(load_u32(9, 10, -8));
+    read_kernel(&mut p, &mut to_out, (7, offsets.inode_root), 8, true);
+    read_kernel(&mut p, &mut to_out, (1, offsets.root_anon_dev), 4, false);
+    p.push(mov_reg(9, 1));
     // The record.
     p.extend(load_map(1, ring));
     p.extend([
@@ -397,21 +387,35 @@ fn program(
     p
 }
 
-/// Appends: r1 = *(base + off), read through bpf_probe_read_kernel via the
-/// stack slot at r10 - 8; a failed read (or, if `nonzero`, a 0 read)
+/// Appends: r1 = the `width`-byte (8 or 4) value at base + off, read
+/// through bpf_probe_read_kernel via the stack slot at r10 - 8 (zeroed
+/// first for a narrower read); a failed read (or, if `nonzero`, a 0 read)
 /// jumps to the program's way out, whose jumps `to_out` collects.
-fn read_pointer(p: &mut Vec<Insn>, to_out: &mut Vec<usize>, base: u8, off: i32, nonzero: bool) {
+fn read_kernel(
+    p: &mut Vec<Insn>,
+    to_out: &mut Vec<usize>,
+    (base, off): (u8, i32),
+    width: i32,
+    nonzero: bool,
+) {
+    if width < 8 {
+        p.push(store_u64_imm(10, -8, 0));
+    }
     p.extend([
         mov_reg(3, base),
         add_imm(3, off),
         mov_reg(1, 10),
         add_imm(1, -8),
-        mov_imm(2, 8),
+        mov_imm(2, width),
         call(HELPER_PROBE_READ_KERNEL),
     ]);
     to_out.push(p.len());
     p.push(jump_if_ne(0, 0, 0));
-    p.push(load_u64(1, 10, -8));
+    p.push(if width < 8 {
+        load_u32(1, 10, -8)
+    } else {
+        load_u64(1, 10, -8)
+    });
     if nonzero {
         to_out.push(p.len());
         p.push(jump_if_eq(1, 0, 0));
