@@ -245,7 +245,7 @@ fn data_file(mib: usize) -> (tempfile::TempDir, std::path::PathBuf) {
 /// keeps its pages cached across the drop.
 fn bench_cat(cache: &str, data: &Path) -> (String, Value) {
     let cat = data.with_file_name("cat");
-    std::fs::copy("/bin/cat", &cat).unwrap();
+    coldstart_testkit::copy_executable(Path::new("/bin/cat"), &cat);
     let (out, result) = bench(&[
         "-n",
         "2",

@@ -10,7 +10,7 @@ use coldstart_testkit::filesystems::{
     Btrfs, ImageFilesystem, Overlay, Squashfs, TestFile, Tmpfs, Xfs, build_touch_files,
     parse_touches,
 };
-use coldstart_testkit::{can_trace, run_ok as run, world_readable_temp_dir};
+use coldstart_testkit::{can_trace, copy_executable, run_ok as run, world_readable_temp_dir};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -528,7 +528,7 @@ fn a_program_on_btrfs_is_recorded_with_its_filesystems_own_read_ahead() {
     std::fs::write(&setting, "1232").unwrap();
     let dir = world_readable_temp_dir("coldstart-fs-ra-test");
     let program = fs.subvolumes[0].join("touch_files");
-    std::fs::copy(build_touch_files(dir.path()), &program).unwrap();
+    copy_executable(&build_touch_files(dir.path()), &program);
     let db = dir.path().join("t.db");
     run(coldstart()
         .args(["trace", "--json", "--cache", "warm", "-o"])
@@ -553,7 +553,7 @@ fn a_program_on_an_overlay_is_recorded_with_its_layers_read_ahead() {
     // the upper layer's, on the upper image's loop device.
     let dir = world_readable_temp_dir("coldstart-fs-ra-test");
     let program = fs.merged_dir().join("touch_files");
-    std::fs::copy(build_touch_files(dir.path()), &program).unwrap();
+    copy_executable(&build_touch_files(dir.path()), &program);
     let layer = fs.upper_mount().join("upper/touch_files");
     assert!(layer.exists(), "copied up to {}", layer.display());
     let device = coldstart_testkit::run_ok(

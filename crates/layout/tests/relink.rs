@@ -227,7 +227,7 @@ fn relink_library(
 fn assert_runs_with(sample: &Sample, library: &Path, what: &str) {
     let dir = tempfile::tempdir_in(&sample.dir).expect("temp dir");
     let executable = dir.path().join("cssample");
-    std::fs::copy(&sample.app.executable, &executable).expect("copy executable");
+    coldstart_testkit::copy_executable(&sample.app.executable, &executable);
     std::fs::copy(library, dir.path().join("libcssample.so")).expect("copy library");
     let output = run(Command::new(&executable).current_dir(dir.path()));
     assert!(

@@ -170,6 +170,15 @@ pub fn world_readable_temp_dir(prefix: &str) -> tempfile::TempDir {
     dir
 }
 
+/// Copies an executable that the test then runs, through `cp`, so that no
+/// descriptor open for writing on it ever lives in the test process: a
+/// sibling test thread that forks while `std::fs::copy` holds one hands it
+/// to its child until that child execs, and exec of the copy meanwhile
+/// fails with ETXTBSY ("Text file busy").
+pub fn copy_executable(from: &Path, to: &Path) {
+    run_ok(std::process::Command::new("cp").arg("--").arg(from).arg(to));
+}
+
 /// Runs a command to the end and panics, with its output, unless it
 /// succeeded.
 pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
