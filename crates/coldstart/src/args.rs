@@ -855,7 +855,9 @@ kernel for the rest, staying ahead of the program; one more thread first looks u
 plan's lookups, the paths whose inodes the traced start read from disk. The program is \
 started by exec, so its pid, standard streams, exit status and signals are its own; the \
 prefetcher stops when it exits. A missing, unreadable or changed file never stops the program: such \
-files are skipped and named once on standard error (each of them with --verbose).
+files are skipped and named once on standard error (each of them with --verbose). So is anything \
+but a regular file on a disk (a FIFO, a device, a socket, a path under /proc, /sys or /dev), \
+which is never opened.
 
 --wait prefetches everything first, then starts the program. --method chooses how pages \
 are brought in; whole-file and touch-whole are the peers (readahead of every planned \

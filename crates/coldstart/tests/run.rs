@@ -240,6 +240,88 @@ fn a_broken_plan_or_changed_file_never_stops_the_program() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/program"));
 }
 
+/// The processes of process group `group` that have not exited (zombies
+/// have), from /proc/PID/stat.
+fn live_members(group: i32) -> Vec<i32> {
+    let mut live = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the name, which may hold anything: state, ppid, pgrp.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+            .split_whitespace()
+            .collect();
+        if fields[2] == group.to_string() && fields[0] != "Z" {
+            live.push(pid);
+        }
+    }
+    live
+}
+
+#[test]
+fn a_plan_naming_a_fifo_leaves_no_prefetcher_behind() {
+    let dir = disk_tempdir();
+    let fifo = dir.path().join("fifo");
+    run_ok(Command::new("mkfifo").arg(&fifo));
+    // Were a reader stuck opening the FIFO, opening its write end releases it.
+    struct Release<'a>(&'a Path);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(self.0);
+        }
+    }
+    let _release = Release(&fifo);
+    let plan = dir.path().join("p.plan");
+    write_plan(
+        &plan,
+        vec![coldstart_prefetch::handmade::file(&fifo).unwrap()],
+        &[],
+    );
+    let stderr = dir.path().join("stderr");
+    // In a process group of its own, which the detached prefetcher keeps:
+    // that is how the prefetcher is found, having no parent here.
+    use std::os::unix::process::CommandExt;
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_coldstart-run"))
+        .args(["--verbose", "--plan"])
+        .arg(&plan)
+        .args(["--", "sleep", "0.3"])
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let group = launcher.id() as i32;
+    assert!(launcher.wait().unwrap().success());
+    // The program has exited; the prefetcher must follow, having said why
+    // it skipped the FIFO.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let told = std::fs::read_to_string(&stderr).unwrap();
+        let left = live_members(group);
+        if left.is_empty() {
+            let skipped = format!("skipped {}: not a regular file (FIFO)", fifo.display());
+            assert!(told.contains(&skipped), "{told}");
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            for &pid in &left {
+                // SAFETY: kill(2) of a process this test started, by pid.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            panic!("prefetcher {left:?} still there 10 s after the program exited; stderr: {told}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn the_launcher_script_runs_the_program_through_the_plan() {
     let dir = disk_tempdir();

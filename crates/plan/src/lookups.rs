@@ -123,26 +123,19 @@ fn replayable_filesystem(path: &std::path::Path) -> bool {
     let Ok(magic) = coldstart_system::filesystem::magic_of_path(path) else {
         return false;
     };
-    // linux/magic.h.
+    // linux/magic.h: memory, network and FUSE filesystems, besides the
+    // kernel's interfaces (/proc, /sys and their kin).
     const NOT_REPLAYED: &[u64] = &[
-        0x9fa0,      // proc
-        0x6265_6572, // sysfs
         0x0102_1994, // tmpfs (and devtmpfs)
         0x8584_58f6, // ramfs
-        0x1cd1,      // devpts
-        0x2762_3005, // cgroup
-        0x6367_7270, // cgroup2
-        0x6462_6720, // debugfs
-        0x7472_6163, // tracefs
-        0x7363_6673, // securityfs
-        0xcafe_4a11, // bpf
         0x6969,      // nfs
         0xff53_4d42, // cifs
         0xfe53_4d42, // smb2
         0x6573_5546, // fuse
         0x0187,      // autofs
     ];
-    !NOT_REPLAYED.contains(&magic)
+    coldstart_system::filesystem::kernel_interface(magic).is_none()
+        && !NOT_REPLAYED.contains(&magic)
 }
 
 /// The order the start needs them, then inode number, then path: the

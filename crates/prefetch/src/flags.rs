@@ -235,6 +235,8 @@ impl LaunchFlags {
                     .clamp(*THREAD_COUNTS.start(), *THREAD_COUNTS.end()),
                 method: self.method.unwrap_or(DEFAULT_METHOD),
                 window_bytes,
+                no_symlinks: false,
+                open_as: None,
             },
             wait: self.wait,
             verbose: self.verbose,

@@ -228,7 +228,7 @@ fn tell(plan_path: &Path, plan: &Plan, report: &ReplayReport, verbose: bool) {
         );
     } else if !skipped.is_empty() || !report.errors.is_empty() {
         eprintln!(
-            "{NAME}: {} of {} files of {} were skipped (missing, unreadable or changed since traced){}; --verbose names them",
+            "{NAME}: {} of {} files of {} were skipped (missing, unreadable, not a regular file or changed since traced){}; --verbose names them",
             skipped.len(),
             plan.files.len(),
             plan_path.display(),

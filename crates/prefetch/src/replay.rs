@@ -11,17 +11,29 @@
 //! Each worker keeps a bounded window of its requests in flight
 //! ([`DEFAULT_WINDOW_BYTES`]), so a page the program misses is read soon
 //! rather than behind the rest of the plan.
+//!
+//! A plan may be hostile (a service replays plans as root for the user who
+//! started a program), so nothing is opened before it is known to be a
+//! regular file on a filesystem with data: a FIFO, device or socket is
+//! never opened, and no open can block on one (`open_checked`). Paths
+//! under /proc, /sys and /dev are refused; with
+//! [`ReplayOptions::no_symlinks`], so are paths through a symbolic link;
+//! with [`ReplayOptions::open_as`], every thread that opens or looks up a
+//! file does so as that user.
 
 use crate::model::{Lookup, Plan, PlanFile};
 use coldstart_system::build_id::build_id_of_open;
 use coldstart_system::cache::{self, FaultIn};
+use coldstart_system::credentials::Credentials;
 use coldstart_system::identity::{Change, FileIdentity};
-use coldstart_system::{process, readahead};
+use coldstart_system::path_handle::{self, PathHandle, Symlinks};
+use coldstart_system::{filesystem, process, readahead};
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::fs::File;
+use std::fs::{File, FileType};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -153,6 +165,16 @@ pub struct ReplayOptions {
     /// the threads; 0 sets no bound. Only the methods that queue reads
     /// and return (readahead, fadvise) have reads in flight to bound.
     pub window_bytes: u64,
+    /// Refuse a planned path (of a file or a lookup) that goes through a
+    /// symbolic link, /proc's magic links included: for a plan someone
+    /// else wrote. Paths under /proc, /sys and /dev are refused either way.
+    pub no_symlinks: bool,
+    /// Open and look up the plan's files as this user: every replay thread
+    /// that may open or look up a file takes these credentials first (only
+    /// itself: see [`Credentials`]), so the kernel grants exactly what the
+    /// user may read. For a service replaying, as root, the plan of the
+    /// user who started a program. None: as this process.
+    pub open_as: Option<Credentials>,
 }
 
 /// Why a file of the plan was not prefetched.
@@ -186,7 +208,9 @@ pub struct ReplayReport {
     pub window_bytes: u64,
     /// Requested extents the workers waited for, to stay within the window.
     pub waits: u64,
-    /// Errors from the prefetch calls themselves (rare: I/O errors).
+    /// Errors from the prefetch calls themselves (rare: I/O errors), and
+    /// threads that could not take [`ReplayOptions::open_as`] (they stopped
+    /// before opening anything).
     pub errors: Vec<String>,
     pub elapsed_ms: f64,
     /// The replay was stopped before the end of the plan.
@@ -199,6 +223,8 @@ type Opened = Result<File, String>;
 struct Shared<'a> {
     plan: &'a Plan,
     method: Method,
+    symlinks: Symlinks,
+    open_as: Option<&'a Credentials>,
     files: Vec<OnceLock<Opened>>,
     /// Why a file that opened as traced is not the traced file after all
     /// (its build-id differs), once the check has said so.
@@ -235,7 +261,7 @@ pub fn replay_with_lead(
     on_lead: &(dyn Fn() + Sync),
 ) -> ReplayReport {
     let started = Instant::now();
-    let shared = Shared::new(plan, options.method, lead_bytes, on_lead);
+    let shared = Shared::new(plan, options, lead_bytes, on_lead);
     reserve_descriptors(plan.files.len());
     let schedule = Schedule::new(plan, options);
     let looked_up = run_threads(&shared, &schedule, stop);
@@ -341,7 +367,8 @@ fn run_threads(shared: &Shared, schedule: &Schedule, stop: &AtomicBool) -> Looke
     process::set_thread_name(PREFETCHER_COMM);
     std::thread::scope(|scope| {
         let lookups = schedule.lookups;
-        let looked_up = (!lookups.is_empty()).then(|| scope.spawn(|| look_up(lookups, stop)));
+        let looked_up =
+            (!lookups.is_empty()).then(|| scope.spawn(|| shared.look_up(lookups, stop)));
         scope.spawn(|| shared.open_all_then_check(&schedule.has_extents, stop));
         for _ in 0..schedule.threads {
             scope.spawn(|| shared.work_through(schedule.items, schedule.window, stop));
@@ -376,41 +403,6 @@ const MAX_DIRECTORY_READ: u64 = 64 << 10;
 /// four (bench/README.md).
 const LOOKUP_THREADS: usize = 4;
 
-/// Looks up each path in the order the start needs it (then by inode
-/// number), on [`LOOKUP_THREADS`] threads taking the next from one queue,
-/// not following a final symlink: the filesystem reads the inode-table
-/// block holding each uncached inode (ext4, with `inode_readahead_blks`,
-/// the aligned run of blocks around it), so neighbours come in with the
-/// same read. A small directory also has its entries read once, caching the
-/// blocks the program's lookups in it walk, negative ones included. Stops
-/// when `stop` is raised; never fails.
-fn look_up(lookups: &[Lookup], stop: &AtomicBool) -> LookedUp {
-    let in_order = lookup_order(lookups);
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let missing = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..LOOKUP_THREADS.min(in_order.len()) {
-            scope.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let Some(lookup) = in_order.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                        return;
-                    };
-                    if look_up_one(&lookup.path) {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        missing.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            });
-        }
-    });
-    LookedUp {
-        done: done.into_inner(),
-        missing: missing.into_inner(),
-    }
-}
-
 /// The order lookups are made in: need time, then inode number. Plans
 /// written before need order (format 2 wrote inode order) are replayed in
 /// need order too.
@@ -420,17 +412,26 @@ fn lookup_order(lookups: &[Lookup]) -> Vec<&Lookup> {
     in_order
 }
 
-/// One lookup, as [`look_up`] describes; whether the path exists.
-fn look_up_one(path: &str) -> bool {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+/// One lookup, as [`Shared::look_up`] describes; whether the path exists
+/// (and was not refused). Opens nothing but a directory to read, and that
+/// through the descriptor that was checked to be one.
+fn look_up_one(path: &str, symlinks: Symlinks) -> bool {
+    if kernel_directory(path).is_some() {
+        return false;
+    }
+    // O_PATH without following: the walk reads the inode, as lstat would.
+    let Ok(handle) = PathHandle::open_no_follow(Path::new(path), symlinks) else {
         return false;
     };
-    if meta.is_symlink() {
+    let Ok(meta) = handle.metadata() else {
+        return false;
+    };
+    if meta.is_symlink() && symlinks == Symlinks::Follow {
         // The program's open or stat follows it.
-        let _ = std::fs::metadata(path);
+        let _ = PathHandle::open(Path::new(path), symlinks).map(|target| target.metadata());
     }
     if meta.is_dir() && meta.size() <= MAX_DIRECTORY_READ {
-        cache::read_directory_once(std::path::Path::new(path));
+        cache::read_directory_once(&handle);
     }
     true
 }
@@ -483,13 +484,19 @@ impl InFlight {
 impl<'a> Shared<'a> {
     fn new(
         plan: &'a Plan,
-        method: Method,
+        options: &'a ReplayOptions,
         lead_bytes: u64,
         on_lead: &'a (dyn Fn() + Sync),
     ) -> Shared<'a> {
         Shared {
             plan,
-            method,
+            method: options.method,
+            symlinks: if options.no_symlinks {
+                Symlinks::Refuse
+            } else {
+                Symlinks::Follow
+            },
+            open_as: options.open_as.as_ref(),
             files: plan.files.iter().map(|_| OnceLock::new()).collect(),
             rejected: plan.files.iter().map(|_| OnceLock::new()).collect(),
             no_cachestat: plan.files.iter().map(|_| AtomicBool::new(false)).collect(),
@@ -506,10 +513,79 @@ impl<'a> Shared<'a> {
         }
     }
 
+    /// Takes [`ReplayOptions::open_as`] on the calling thread, if set;
+    /// false when it cannot, said among the errors: the thread must then
+    /// stop without opening or reading anything.
+    fn read_as_user(&self, thread: &str) -> bool {
+        let Some(credentials) = self.open_as else {
+            return true;
+        };
+        match credentials.assume_on_this_thread() {
+            Ok(()) => true,
+            Err(e) => {
+                self.error(format!(
+                    "{thread} cannot read as uid {} gid {}: {e}; it stopped, having read nothing",
+                    credentials.uid, credentials.gid
+                ));
+                false
+            }
+        }
+    }
+
+    fn error(&self, message: String) {
+        if let Ok(mut errors) = self.errors.lock() {
+            errors.push(message);
+        }
+    }
+
+    /// Looks up each path in the order the start needs it (then by inode
+    /// number), on [`LOOKUP_THREADS`] threads taking the next from one
+    /// queue, not following a final symlink: the filesystem reads the
+    /// inode-table block holding each uncached inode (ext4, with
+    /// `inode_readahead_blks`, the aligned run of blocks around it), so
+    /// neighbours come in with the same read. A small directory also has its
+    /// entries read once, caching the blocks the program's lookups in it
+    /// walk, negative ones included. Paths under /proc, /sys and /dev, and
+    /// with `no_symlinks` paths through a symbolic link, count as missing.
+    /// Stops when `stop` is raised; never fails.
+    fn look_up(&self, lookups: &[Lookup], stop: &AtomicBool) -> LookedUp {
+        let in_order = lookup_order(lookups);
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let missing = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..LOOKUP_THREADS.min(in_order.len()) {
+                scope.spawn(|| {
+                    if !self.read_as_user("a lookup thread") {
+                        return;
+                    }
+                    while !stop.load(Ordering::Relaxed) {
+                        let Some(lookup) = in_order.get(next.fetch_add(1, Ordering::Relaxed))
+                        else {
+                            return;
+                        };
+                        if look_up_one(&lookup.path, self.symlinks) {
+                            done.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            missing.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        LookedUp {
+            done: done.into_inner(),
+            missing: missing.into_inner(),
+        }
+    }
+
     /// The opener thread: opens every file of the plan in its order, having
     /// ext4 read the extent tree of each with extents to read, then checks
     /// their build-ids.
     fn open_all_then_check(&self, has_extents: &[bool], stop: &AtomicBool) {
+        if !self.read_as_user("the opener thread") {
+            return;
+        }
         for (index, &extents) in has_extents.iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
                 return;
@@ -529,6 +605,9 @@ impl<'a> Shared<'a> {
     /// A worker: takes the next work item until there is none, waiting for
     /// its oldest requests whenever more than `window` bytes are in flight.
     fn work_through(&self, items: usize, window: u64, stop: &AtomicBool) {
+        if !self.read_as_user("a worker thread") {
+            return;
+        }
         let mut in_flight = InFlight::new(window);
         loop {
             if stop.load(Ordering::Relaxed) {
@@ -586,10 +665,8 @@ impl<'a> Shared<'a> {
             return None;
         }
         self.requested.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = fetch(self.method, handle, offset, len)
-            && let Ok(mut errors) = self.errors.lock()
-        {
-            errors.push(format!(
+        if let Err(e) = fetch(self.method, handle, offset, len) {
+            self.error(format!(
                 "{} at {offset}+{len}: {e}",
                 self.plan.files[file].path
             ));
@@ -624,7 +701,7 @@ impl<'a> Shared<'a> {
     }
 
     fn open(&self, index: usize) -> &Opened {
-        self.files[index].get_or_init(|| open_checked(&self.plan.files[index]))
+        self.files[index].get_or_init(|| open_checked(&self.plan.files[index], self.symlinks))
     }
 
     /// Has ext4 read the extent tree of an opened file, so that the workers'
@@ -678,26 +755,49 @@ impl<'a> Shared<'a> {
     }
 }
 
-/// Opens a plan file and checks it is the file that was traced, by its
-/// size and modification time: what the inode says, so the check reads
-/// nothing the open did not. The build-id, which takes a read of the file's
-/// first page, is checked after every file is open, on the thread that
-/// opens them ([`Shared::check_build_id`]), never on a worker's way: a
-/// worker that waited for it waited behind every read already queued on the
-/// device (20-30 ms each at the start of a cold Firefox plan, where the
-/// workers spent 340-400 ms of a 200 ms replay opening files).
-fn open_checked(planned: &PlanFile) -> Opened {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOATIME)
-        .open(&planned.path)
-        // O_NOATIME is refused for files the caller does not own.
-        .or_else(|_| File::open(&planned.path))
-        .map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => "missing".to_string(),
-            io::ErrorKind::PermissionDenied => "not readable by this user".to_string(),
-            _ => format!("cannot open: {e}"),
-        })?;
+/// Opens a plan file, once it is known to be a regular file, and checks it
+/// is the file that was traced, by its size and modification time: what the
+/// inode says, so the check reads nothing the open did not. The build-id,
+/// which takes a read of the file's first page, is checked after every file
+/// is open, on the thread that opens them ([`Shared::check_build_id`]),
+/// never on a worker's way: a worker that waited for it waited behind every
+/// read already queued on the device (20-30 ms each at the start of a cold
+/// Firefox plan, where the workers spent 340-400 ms of a 200 ms replay
+/// opening files).
+///
+/// The path is opened with O_PATH first, which opens nothing (a plan may
+/// name a FIFO, whose open would wait for a writer forever, or a device),
+/// and its inode examined; the file is then opened for reading through
+/// that descriptor, so the file read is the file examined.
+fn open_checked(planned: &PlanFile, symlinks: Symlinks) -> Opened {
+    if let Some(directory) = kernel_directory(&planned.path) {
+        return Err(format!(
+            "under /{directory}: not a file a start reads from disk"
+        ));
+    }
+    let handle = PathHandle::open(Path::new(&planned.path), symlinks)
+        .map_err(|e| why_not_opened(&e, symlinks))?;
+    let meta = handle.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "not a regular file ({})",
+            file_type_name(meta.file_type())
+        ));
+    }
+    let magic = handle
+        .filesystem_magic()
+        .map_err(|e| format!("cannot stat its filesystem: {e}"))?;
+    if let Some(interface) = filesystem::kernel_interface(magic) {
+        return Err(format!(
+            "on {interface}: not a file a start reads from disk"
+        ));
+    }
+    // Without O_NOATIME where the file is not ours (PathHandle says why).
+    let file = handle.open_for_reading().map_err(|e| match e.kind() {
+        io::ErrorKind::PermissionDenied => "not readable by this user".to_string(),
+        io::ErrorKind::WouldBlock => "cannot open: another process holds a lease on it".to_string(),
+        _ => format!("cannot open: {e}"),
+    })?;
     // Reads through this descriptor (the build-id check, Method::Pread) must
     // not start the kernel's readahead: besides reading what the plan does
     // not say, a readahead window leaves a PG_readahead mark whose first
@@ -706,10 +806,7 @@ fn open_checked(planned: &PlanFile) -> Opened {
     // and MADV_POPULATE_READ read exactly what is asked regardless.
     // The advice is per open file: the program's own descriptors keep theirs.
     let _ = cache::advise_random(&file);
-    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".to_string());
-    }
+    // The inode examined is the inode opened.
     match FileIdentity::of_metadata(&meta).change_since(&planned.identity()) {
         Some(Change::Size { now, recorded }) => Err(format!(
             "changed since traced: {now} bytes, the plan says {recorded}"
@@ -720,6 +817,69 @@ fn open_checked(planned: &PlanFile) -> Opened {
         // No build-id is read here (see above), so none can differ.
         Some(Change::BuildId) | None => Ok(file),
     }
+}
+
+/// Why the O_PATH open of a planned path failed, as a skip reason.
+fn why_not_opened(error: &io::Error, symlinks: Symlinks) -> String {
+    if path_handle::is_symlink_refusal(error) {
+        return match symlinks {
+            Symlinks::Refuse => "path goes through a symbolic link".to_string(),
+            Symlinks::Follow => {
+                "path goes through a /proc magic link, or too many symbolic links".to_string()
+            }
+        };
+    }
+    if path_handle::is_openat2_missing(error) {
+        return "cannot refuse symbolic links: this kernel has no openat2 (Linux 5.6)".to_string();
+    }
+    match error.kind() {
+        io::ErrorKind::NotFound => "missing".to_string(),
+        // A directory on the way that this user may not search.
+        io::ErrorKind::PermissionDenied => "not readable by this user".to_string(),
+        _ => format!("cannot open: {error}"),
+    }
+}
+
+/// What a file that is not a regular file is, for a skip reason.
+fn file_type_name(file_type: FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_dir() {
+        "directory"
+    } else if file_type.is_symlink() {
+        "symbolic link"
+    } else {
+        "unknown file type"
+    }
+}
+
+/// The directory of the kernel's interfaces (proc, sys or dev) a path is
+/// under, by its words (`..` taken back lexically): such paths are refused
+/// before anything is opened or looked up. A start reads nothing there from
+/// disk, and reads there can block (trace_pipe) or have effects. Symbolic
+/// links into them are caught after the O_PATH open, by the filesystem
+/// ([`filesystem::kernel_interface`]).
+fn kernel_directory(path: &str) -> Option<&'static str> {
+    let mut words = Vec::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(word) => words.push(word),
+            Component::ParentDir => {
+                words.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    let first = words.first()?;
+    ["proc", "sys", "dev"]
+        .into_iter()
+        .find(|directory| *first == std::ffi::OsStr::new(directory))
 }
 
 /// Makes room in the descriptor table for the plan's files before any
@@ -808,7 +968,9 @@ pub(crate) fn fetch(method: Method, file: &File, offset: u64, len: u64) -> io::R
 
 #[cfg(test)]
 mod tests {
-    use super::{InFlight, Lookup, Requested, lookup_order, pieces, reserve_descriptors};
+    use super::{
+        InFlight, Lookup, Requested, kernel_directory, lookup_order, pieces, reserve_descriptors,
+    };
 
     fn request(offset: u64, len: u64) -> Requested {
         Requested {
@@ -907,6 +1069,17 @@ mod tests {
             .map(|l| l.path.as_str())
             .collect();
         assert_eq!(order, ["/b", "/d", "/e", "/a", "/c"]);
+    }
+
+    #[test]
+    fn paths_under_proc_sys_and_dev_are_told_by_their_words() {
+        assert_eq!(kernel_directory("/proc/self/status"), Some("proc"));
+        assert_eq!(kernel_directory("/sys"), Some("sys"));
+        assert_eq!(kernel_directory("//dev/./zero"), Some("dev"));
+        assert_eq!(kernel_directory("/usr/../proc/1/root/etc"), Some("proc"));
+        assert_eq!(kernel_directory("/usr/lib/dev/x"), None);
+        assert_eq!(kernel_directory("/procfs/x"), None);
+        assert_eq!(kernel_directory("/"), None);
     }
 
     #[test]

@@ -105,6 +105,8 @@ fn a_replay_reads_the_whole_extent_tree_of_a_planned_file() {
         threads: 2,
         method: Method::Readahead,
         window_bytes: 0,
+        no_symlinks: false,
+        open_as: None,
     };
     let report = replay(&plan, &options, &AtomicBool::new(false));
     assert_eq!(report.extent_trees, 1, "{report:?}");

@@ -50,6 +50,8 @@ fn options(method: Method) -> ReplayOptions {
         threads: 4,
         method,
         window_bytes: 0,
+        no_symlinks: false,
+        open_as: None,
     }
 }
 
@@ -100,6 +102,8 @@ fn a_window_waits_for_its_oldest_reads_and_reads_nothing_beyond_the_plan() {
             threads: 1,
             method,
             window_bytes: 8 * PAGE,
+            no_symlinks: false,
+            open_as: None,
         };
         let report = replay(&plan, &options, &AtomicBool::new(false));
         // Each request beyond the first two waited for the oldest, so when
@@ -134,6 +138,8 @@ fn the_peers_and_the_waiting_methods_keep_no_window() {
             threads: 1,
             method,
             window_bytes: PAGE,
+            no_symlinks: false,
+            open_as: None,
         };
         let report = replay(&plan, &options, &AtomicBool::new(false));
         assert_eq!((report.waits, report.window_bytes), (0, 0), "{method:?}");

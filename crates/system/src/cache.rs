@@ -656,11 +656,10 @@ pub fn fault_in(file: &File, offset: u64, len: u64, how: FaultIn) -> io::Result<
 /// Reads a directory's entries once, so that later lookups in it find them
 /// cached, without touching its access time: a directory this process may
 /// not open with O_NOATIME (another user's) is left unread rather than
-/// marked as read.
-pub fn read_directory_once(path: &Path) {
-    use rustix::fs::{CWD, Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOATIME | OFlags::CLOEXEC;
-    let Ok(directory) = rustix::fs::openat(CWD, path, flags, Mode::empty()) else {
+/// marked as read. The directory is the one `directory` names, opened
+/// through it: anything else is left unopened.
+pub fn read_directory_once(directory: &crate::path_handle::PathHandle) {
+    let Ok(directory) = directory.open_directory() else {
         return;
     };
     let mut buffer = [std::mem::MaybeUninit::<u8>::uninit(); 16 << 10];

@@ -24,6 +24,31 @@ pub fn magic_of_file(file: impl AsFd) -> io::Result<u64> {
     Ok(fs.f_type as u64 & 0xffff_ffff)
 }
 
+/// The kernel interface a filesystem is, by its magic number (linux/magic.h):
+/// procfs, sysfs and their kin, whose files are the kernel's state, not data
+/// on a disk, and whose reads may block (tracefs's trace_pipe) or have side
+/// effects. None for every other filesystem.
+pub fn kernel_interface(magic: u64) -> Option<&'static str> {
+    const INTERFACES: &[(u64, &str)] = &[
+        (0x9fa0, "procfs"),
+        (0x6265_6572, "sysfs"),
+        (0x1cd1, "devpts"),
+        (0x0027_e0eb, "cgroupfs"),
+        (0x6367_7270, "cgroup2fs"),
+        (0x6462_6720, "debugfs"),
+        (0x7472_6163, "tracefs"),
+        (0x7363_6673, "securityfs"),
+        (0xcafe_4a11, "bpffs"),
+        (0x6265_6570, "configfs"),
+        (0x6165_676c, "pstorefs"),
+        (0xde5e_81e4, "efivarfs"),
+    ];
+    INTERFACES
+        .iter()
+        .find(|&&(m, _)| m == magic)
+        .map(|&(_, name)| name)
+}
+
 /// The overlay mounts of a mount namespace, each with its layers'
 /// directories, upper first, in the order the overlay looks files up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -177,5 +202,12 @@ mod tests {
         let file = std::fs::File::open("/proc/self/stat").unwrap();
         assert_eq!(magic_of_file(&file).unwrap(), 0x9fa0);
         assert!(magic_of_path(Path::new("/no/such/path")).is_err());
+        assert_eq!(kernel_interface(0x9fa0), Some("procfs"));
+        assert_eq!(
+            kernel_interface(magic_of_path(Path::new("/sys/kernel")).unwrap()),
+            Some("sysfs")
+        );
+        // ext4 is data on a disk.
+        assert_eq!(kernel_interface(0xef53), None);
     }
 }

@@ -1,5 +1,6 @@
 //! The kernel's /proc files, each read and parsed here and nowhere else:
-//! process lists and names, parents, mappings, mounts, memory figures.
+//! process lists and names, parents, credentials, mappings, mounts, memory
+//! figures.
 //! The parsers take the text as the kernel prints it, so each is tested on
 //! literal samples; the readers around them only open the file.
 //!
@@ -7,6 +8,7 @@
 //! process that exits between listing /proc and reading its files is
 //! normal, not an error.
 
+use crate::credentials::Credentials;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
@@ -51,6 +53,43 @@ fn parse_stat_ppid(stat: &str) -> Option<i32> {
     // comm may contain spaces and parentheses: fields start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The filesystem user and group ids and the supplementary groups of a
+/// process (or of one thread, by its tid), from /proc/PID/status: what the
+/// kernel checks that process's file accesses against.
+pub fn filesystem_credentials(pid: i32) -> io::Result<Credentials> {
+    let path = format!("/proc/{pid}/status");
+    let status =
+        fs::read_to_string(&path).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    parse_filesystem_credentials(&status).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{path}: no Uid, Gid or Groups line of the kernel's form"),
+        )
+    })
+}
+
+/// The fourth (filesystem) id of the `Uid:` and `Gid:` lines (real,
+/// effective, saved, filesystem) and the ids of the `Groups:` line, which
+/// may be empty.
+fn parse_filesystem_credentials(status: &str) -> Option<Credentials> {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+    };
+    let fourth =
+        |name: &str| -> Option<u32> { field(name)?.split_whitespace().nth(3)?.parse().ok() };
+    let groups = field("Groups")?
+        .split_whitespace()
+        .map(|id| id.parse().ok())
+        .collect::<Option<Vec<u32>>>()?;
+    Some(Credentials {
+        uid: fourth("Uid")?,
+        gid: fourth("Gid")?,
+        groups,
+    })
 }
 
 /// The children of every thread of this process, from
@@ -348,6 +387,41 @@ pub fn kernel_release() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_are_the_filesystem_ids_and_the_groups_of_a_status() {
+        let status = "Name:\tsleep\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t71\n\
+                      Uid:\t1000\t1001\t1002\t1003\nGid:\t2000\t2001\t2002\t2003\n\
+                      FDSize:\t64\nGroups:\t4 24 27 \nNStgid:\t71\n";
+        assert_eq!(
+            parse_filesystem_credentials(status),
+            Some(Credentials {
+                uid: 1003,
+                gid: 2003,
+                groups: vec![4, 24, 27],
+            })
+        );
+        // No supplementary groups: the line is there, empty.
+        let none =
+            "Uid:\t65534\t65534\t65534\t65534\nGid:\t65534\t65534\t65534\t65534\nGroups:\t\n";
+        assert_eq!(
+            parse_filesystem_credentials(none),
+            Some(Credentials {
+                uid: 65534,
+                gid: 65534,
+                groups: vec![],
+            })
+        );
+        // A line cut short, or a missing one, is no answer.
+        assert_eq!(
+            parse_filesystem_credentials("Uid:\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\n"),
+            None
+        );
+        assert_eq!(
+            parse_filesystem_credentials("Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\n"),
+            None
+        );
+    }
 
     #[test]
     fn mountinfo_lines_give_the_superblock_device_root_and_options() {
