@@ -1,6 +1,7 @@
 //! One run of a profile, read once, and the definitions every analysis of
-//! it shares: which processes belong to the traced tree, when the program
-//! was ready, and which page events count as touched. The report, the
+//! it shares: which processes belong to the traced tree, which tasks are
+//! the prefetcher's (in the tree or outside it), when the program was
+//! ready, and which page events count as touched. The report, the
 //! simulator, the symbol views and the plan compiler all ask a
 //! [`LoadedRun`] rather than each deciding these again.
 
@@ -10,7 +11,7 @@ use coldstart_profile::{
     File, FileId, InodeLoad, Mark, PageEvent, PageEventKind, PathLookup, Process, Profile,
     Readahead, Run, RunId,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 /// The most pages one event the recorder writes can cover: a folio's order
@@ -47,6 +48,50 @@ pub fn is_touch(kind: PageEventKind, demand_reads: bool) -> bool {
 /// the kernel read only the pages faults and read() demanded.
 pub fn demand_reads(run: &Run) -> bool {
     run.start.read_ahead_kb == Some(0)
+}
+
+/// The tasks of `run` that are the prefetcher's, among its `processes`
+/// (the run's rows): the tasks named as the prefetcher
+/// ([`Process::named_prefetcher`]) in the traced tree, and those outside
+/// it that a long-running process created during the run.
+///
+/// `coldstart run` and `coldstart-run` fork their prefetcher before the
+/// program's exec, so its tasks are in the tree. The system-wide service
+/// runs outside it: told of the exec (fanotify), it creates the threads
+/// that replay the plan in its own process, which was running before the
+/// trace began. So a task of that name outside the tree counts when the
+/// trace saw it created between the program's start and the run's end,
+/// and saw no creation of its process (thread group). Left out are a
+/// prefetcher still finishing an earlier start (its tasks were there
+/// before the program started) and another launcher's prefetcher that
+/// started during the run (its process was created during the trace).
+///
+/// The name and those times are all a trace knows of whose the threads
+/// are: when the service serves a second start that begins during this
+/// run, that start's prefetch reads count as this run's prefetcher's too.
+pub fn prefetcher_tasks(run: &Run, processes: &[Process]) -> HashSet<i32> {
+    let created_during_run = |p: &Process| {
+        p.t_start_ns
+            .is_some_and(|start| start >= 0 && run.ended_ns.is_none_or(|ended| start <= ended))
+    };
+    // A process whose leader has no row, or a row with no start, was
+    // there before the trace.
+    let started: HashMap<i32, Option<i64>> =
+        processes.iter().map(|p| (p.pid, p.t_start_ns)).collect();
+    let long_running = |p: &Process| {
+        started
+            .get(&p.tgid.unwrap_or(p.pid))
+            .copied()
+            .flatten()
+            .is_none()
+    };
+    processes
+        .iter()
+        .filter(|p| {
+            p.named_prefetcher() && (p.in_tree || (created_during_run(p) && long_running(p)))
+        })
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// Everything a profile holds about one run.
@@ -164,6 +209,13 @@ impl LoadedRun {
     /// The process (thread group) of tree task `pid`; None outside the tree.
     pub fn tree_process(&self, pid: i32) -> Option<i32> {
         self.tree.get(&pid).copied()
+    }
+
+    /// The prefetcher's tasks in this run, in the tree or outside it
+    /// ([`prefetcher_tasks`]). Worked out from the rows on each call, so
+    /// hold on to the set.
+    pub fn prefetcher_tasks(&self) -> HashSet<i32> {
+        prefetcher_tasks(&self.run, &self.processes)
     }
 
     /// The tree's processes and threads, in the profile's order.
@@ -319,6 +371,76 @@ mod tests {
         let ids: Vec<FileId> = loaded.file_ids_at("/lib/a.so").collect();
         assert_eq!(ids, [loaded.files[0].id]);
         assert_eq!(loaded.file_ids_at("/lib/b.so").count(), 0);
+    }
+
+    #[test]
+    fn the_prefetcher_is_its_name_in_the_tree_and_the_services_threads_created_during_the_run() {
+        // The name the replay gives its threads, as a trace shows it.
+        const COMM: &str = "cs-prefetch";
+        /// The service's process, with no row (it did nothing the trace
+        /// saw), and another of its threads, seen without a start.
+        const SERVICE: i32 = 20;
+        const SERVICE_MAIN: i32 = 21;
+        /// Another launcher's detached prefetcher, forked during the run.
+        const LAUNCHER: i32 = 30;
+        let (_dir, profile, run) = one_run(0);
+        let row = profile.run(Some(run)).unwrap();
+        // The run ends at 100 ns.
+        let task =
+            |pid: i32, tgid: i32, in_tree: bool, start: Option<i64>, end: Option<i64>| Process {
+                t_start_ns: start,
+                t_end_ns: end,
+                ..handmade::process(pid, Some(tgid), COMM, in_tree)
+            };
+        let processes = [
+            Process {
+                t_start_ns: None,
+                ..handmade::process(SERVICE_MAIN, Some(SERVICE_MAIN), "coldstart", false)
+            },
+            Process {
+                t_start_ns: Some(2),
+                ..handmade::process(LAUNCHER, Some(LAUNCHER), "coldstart-run", false)
+            },
+            // In the tree, as under coldstart-run, whatever the times.
+            task(1, 1, true, Some(3), None),
+            task(2, 1, true, None, None),
+            // The service's, created during the run (ended during it or
+            // not, at its very start or end).
+            task(3, SERVICE, false, Some(4), None),
+            task(4, SERVICE_MAIN, false, Some(10), Some(90)),
+            task(5, SERVICE, false, Some(0), None),
+            task(6, SERVICE, false, Some(100), None),
+            // The service's, there before the program started (created
+            // before it, or before the trace: no start seen), or created
+            // after the run.
+            task(7, SERVICE, false, Some(-50), Some(-1)),
+            task(8, SERVICE, false, Some(-1), Some(50)),
+            task(9, SERVICE, false, None, None),
+            task(10, SERVICE, false, None, Some(20)),
+            task(11, SERVICE, false, Some(101), None),
+            // Created during the run in a process created during the
+            // trace: another launcher's prefetcher, or a process of its
+            // own.
+            task(12, LAUNCHER, false, Some(5), None),
+            task(13, 13, false, Some(5), None),
+            // Another name, in the tree or not.
+            handmade::process(14, Some(14), "app", true),
+            Process {
+                t_start_ns: Some(6),
+                ..handmade::process(15, Some(SERVICE), "cs-prefetch2", false)
+            },
+        ];
+        let mut got: Vec<i32> = prefetcher_tasks(&row, &processes).into_iter().collect();
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+        // A run whose end was not recorded has no bound after.
+        let unended = Run {
+            ended_ns: None,
+            ..row
+        };
+        let mut got: Vec<i32> = prefetcher_tasks(&unended, &processes).into_iter().collect();
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 3, 4, 5, 6, 11]);
     }
 
     #[test]

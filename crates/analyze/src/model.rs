@@ -10,12 +10,14 @@ pub struct RunReport {
     pub profile: String,
     pub run: RunInfo,
     pub totals: Totals,
-    /// Files the traced program's processes read or touched, most bytes
-    /// read first.
+    /// Files the traced program's processes (or the prefetcher that
+    /// served the start, in the tree or outside it) read or touched, most
+    /// bytes read first.
     pub files: Vec<FileReport>,
     /// Files only other processes (or kernel threads) read during the run:
     /// kept apart so they do not inflate the program's figures.
     pub outside_files: Vec<OutsideFile>,
+    /// The tree's tasks, then the prefetcher's tasks outside the tree.
     pub processes: Vec<ProcessInfo>,
     pub warnings: Vec<String>,
     /// The dynamic loader's phases per process and object, for runs traced
@@ -162,7 +164,7 @@ pub struct OutsideFile {
     pub processes: Vec<String>,
 }
 
-/// A task of the traced tree.
+/// A task of the traced tree, or of the prefetcher outside it.
 pub type ProcessInfo = coldstart_profile::Process;
 
 /// What the charts and the Perfetto export draw: per file, each page
@@ -174,6 +176,10 @@ pub struct Timeline {
     pub ended_ns: Option<i64>,
     pub files: Vec<FileTimeline>,
     pub processes: Vec<ProcessInfo>,
+    /// The tasks among `processes` that are the prefetcher's
+    /// ([`crate::loaded::prefetcher_tasks`]), in pid order: whose reads the
+    /// chart draws in their own colour.
+    pub prefetcher_tasks: Vec<i32>,
     /// The dynamic loader's phases of the tree's tasks (runs traced with
     /// `--loader`), outermost first: what the chart draws as bands under
     /// the page plot.

@@ -2,8 +2,11 @@
 //! into the page cache versus what startup touched, how many read
 //! requests that took and how far the reads jumped around.
 //!
-//! Only events of the traced process tree count toward a file's figures;
-//! files only other processes read are listed apart.
+//! Only events of the traced process tree, and of the prefetcher's tasks
+//! outside it (the system-wide service that served the start; see
+//! [`crate::loaded::prefetcher_tasks`]), count toward a file's figures, so
+//! a start the service served reads as one `coldstart run` served; files
+//! only other processes read are listed apart.
 
 use crate::loaded::{LoadedRun, event_pages, page_offset};
 use crate::loader::analyze_loader;
@@ -52,6 +55,8 @@ pub fn report(
     let run = &loaded.run;
     let page_size = loaded.page_size();
     let names: HashMap<i32, &Process> = loaded.processes.iter().map(|p| (p.pid, p)).collect();
+    let prefetcher = loaded.prefetcher_tasks();
+    let ours = |pid: i32| loaded.in_tree(pid) || prefetcher.contains(&pid);
     let mut by_file: HashMap<FileId, Vec<&PageEvent>> = HashMap::new();
     for event in &loaded.events {
         by_file.entry(event.file_id).or_default().push(event);
@@ -76,7 +81,7 @@ pub fn report(
         }
         let all = by_file.get(&file.id).map(Vec::as_slice).unwrap_or(&[]);
         let (tree, others): (Vec<&PageEvent>, Vec<&PageEvent>) =
-            all.iter().partition(|e| loaded.in_tree(e.pid));
+            all.iter().partition(|e| ours(e.pid));
         if tree.is_empty() {
             let read = set_of(&others, |e| e.kind == PageEventKind::Read);
             if !read.is_empty() {
@@ -106,7 +111,18 @@ pub fn report(
     let (reports, timelines) = biggest_readers_first(reports, timelines);
     outside.sort_by(|a, b| b.pages_read.cmp(&a.pages_read).then(a.path.cmp(&b.path)));
     let ready_ns = loaded.ready_ns();
-    let process_infos: Vec<ProcessInfo> = loaded.tree_processes().cloned().collect();
+    let process_infos: Vec<ProcessInfo> = loaded
+        .tree_processes()
+        .chain(
+            loaded
+                .processes
+                .iter()
+                .filter(|p| !p.in_tree && prefetcher.contains(&p.pid)),
+        )
+        .cloned()
+        .collect();
+    let mut prefetcher_tasks: Vec<i32> = prefetcher.into_iter().collect();
+    prefetcher_tasks.sort_unstable();
     let in_kernel_devices: HashSet<u64> = loaded
         .files
         .iter()
@@ -135,6 +151,7 @@ pub fn report(
         ended_ns: run.ended_ns,
         files: timelines,
         processes: process_infos,
+        prefetcher_tasks,
         loader: loader.bands,
     };
     (report, timeline)

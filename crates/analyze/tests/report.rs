@@ -266,3 +266,107 @@ fn a_file_glob_keeps_only_matching_files() {
     assert_eq!(report.totals.pages_read, 2);
     assert!(report.outside_files.is_empty());
 }
+
+/// The system-wide service's process, running before the trace (so it has
+/// no row), and its replay thread: outside the traced tree, named as the
+/// prefetcher (the name the replay gives its threads).
+const SERVICE_PROCESS: i32 = 299;
+const SERVICE: i32 = 300;
+/// A thread of the service's that replayed an earlier start and ended
+/// before this one began.
+const STALE: i32 = 301;
+
+/// A start the service served: its thread reads /bin/app 0-7 at 1 ms and
+/// /lib/libz.so 0-1 at 1.5 ms; the app then faults /bin/app pages 1 and 5
+/// (cached: no read of its own) and reads page 9 itself; another process
+/// reads other.dat 0-2, and the stale thread read other.dat 5 before the
+/// start (-2 ms).
+fn write_served_run(profile: &mut Profile) {
+    use PageEventKind::*;
+    let run = profile.begin_run(&handmade::run_start(PAGE, 128)).unwrap();
+    let replay_thread =
+        |pid: i32| handmade::process(pid, Some(SERVICE_PROCESS), "cs-prefetch", false);
+    let mut service = replay_thread(SERVICE);
+    service.t_start_ns = Some(MS / 2);
+    let mut stale = replay_thread(STALE);
+    (stale.t_start_ns, stale.t_end_ns) = (Some(-5 * MS), Some(-MS));
+    profile
+        .write(
+            run,
+            &Batch {
+                files: vec![
+                    file("/bin/app", 1, 10 * PAGE),
+                    file("/lib/libz.so", 2, 6000),
+                    file("/usr/share/other.dat", 3, 8 * PAGE),
+                ],
+                processes: vec![
+                    process(APP, "app", true),
+                    service,
+                    stale,
+                    process(OTHER, "other", false),
+                ],
+                page_events: vec![
+                    event(STALE, 2, 5, 1, Read, -2 * MS),
+                    event(SERVICE, 0, 0, 8, Read, MS),
+                    event(SERVICE, 1, 0, 2, Read, MS + MS / 2),
+                    event(APP, 0, 1, 1, Fault, 2 * MS),
+                    event(APP, 0, 5, 1, Fault, 2 * MS),
+                    event(APP, 0, 9, 1, Read, 3 * MS),
+                    event(APP, 0, 9, 1, Fault, 3 * MS),
+                    event(OTHER, 2, 0, 3, Read, 4 * MS),
+                ],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    profile
+        .end_run(run, &handmade::exited(20 * MS, APP))
+        .unwrap();
+}
+
+#[test]
+fn a_start_the_service_served_counts_its_prefetchers_reads_as_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
+    write_served_run(&mut profile);
+    let (report, timeline) = analyze(&profile, &Options::default()).unwrap();
+
+    // /bin/app: the service's 8 pages and the app's page 9; touched are
+    // the app's faults {1, 5, 9}. libz: the service's 2 pages (6000
+    // bytes), touched by no one, and still the run's.
+    let paths: Vec<&str> = report.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["/bin/app", "/lib/libz.so"]);
+    let app = &report.files[0];
+    assert_eq!((app.pages_read, app.pages_touched), (9, 3));
+    assert_eq!(app.processes, ["cs-prefetch (300)", "app (100)"]);
+    assert!(!app.touched_by_others);
+    let libz = &report.files[1];
+    assert_eq!(
+        (libz.pages_read, libz.bytes_read, libz.pages_touched),
+        (2, 6000, 0)
+    );
+    assert_eq!(libz.processes, ["cs-prefetch (300)"]);
+
+    // other.dat stays outside: the stale thread was gone before the start.
+    assert_eq!(report.outside_files.len(), 1);
+    assert_eq!(report.outside_files[0].pages_read, 4);
+    assert_eq!(
+        report.outside_files[0].processes,
+        ["cs-prefetch (301)", "other (999)"]
+    );
+
+    // The tree, then the service's thread; the chart knows it as the
+    // prefetcher's.
+    let pids: Vec<i32> = report.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [APP, SERVICE]);
+    let pids: Vec<i32> = timeline.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(pids, [APP, SERVICE]);
+    assert_eq!(timeline.prefetcher_tasks, [SERVICE]);
+    let points: Vec<(i32, u64)> = timeline.files[0]
+        .points
+        .iter()
+        .filter(|p| p.kind == PageEventKind::Read)
+        .map(|p| (p.pid, p.npages))
+        .collect();
+    assert_eq!(points, [(SERVICE, 8), (APP, 1)]);
+}

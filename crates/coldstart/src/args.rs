@@ -460,9 +460,11 @@ pub struct ReportArgs {
     #[arg(long)]
     pub no_attribution: bool,
 
-    /// For a start through coldstart run or coldstart-run: account its reads against
-    /// this plan (what the prefetcher read, what the program read itself and why)
-    /// [default: the plan the run's command line names, when it still reads]
+    /// For a start a prefetcher served (coldstart run, coldstart-run, the system-wide
+    /// service): account its reads against this plan (what the prefetcher read, what the
+    /// program read itself and why) [default: the plan the run's command line names, when
+    /// it still reads; else, when a prefetcher served the run, an accounting without the
+    /// plan]
     #[arg(long, value_name = "APP.plan")]
     pub plan: Option<PathBuf>,
 

@@ -520,7 +520,7 @@ fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, 
         None => {
             let mut chosen = Vec::new();
             for run in all.into_iter().filter(|r| r.complete && started(r)) {
-                if !served_by_prefetcher(&profile.processes(run.id)?) {
+                if !served_by_prefetcher(&run, &profile.processes(run.id)?) {
                     chosen.push(run);
                 }
             }
@@ -554,12 +554,12 @@ fn select_runs(profile: &Profile, options: &CompileOptions) -> Result<Vec<Run>, 
     Ok(runs)
 }
 
-/// Whether a run's tree had the prefetcher's tasks in it: a start through
-/// `coldstart run` or `coldstart-run`.
-pub fn served_by_prefetcher(processes: &[coldstart_profile::Process]) -> bool {
-    let tree = processes.iter().filter(|p| p.in_tree);
-    !coldstart_prefetch::replay::prefetcher_tasks(tree.map(|p| (p.pid, p.comm.as_deref())))
-        .is_empty()
+/// Whether a prefetcher served `run`, whose rows are `processes`: a start
+/// through `coldstart run` or `coldstart-run` (the prefetcher in the
+/// tree), or one the system-wide service served from outside the tree
+/// ([`coldstart_analyze::loaded::prefetcher_tasks`]).
+pub fn served_by_prefetcher(run: &Run, processes: &[coldstart_profile::Process]) -> bool {
+    !coldstart_analyze::loaded::prefetcher_tasks(run, processes).is_empty()
 }
 
 /// The first few of `items`, and how many more.

@@ -152,7 +152,7 @@ fn lateness(
 /// any event but an eviction, or with `Uses::Demanded` only faults, read()
 /// calls and touches.
 pub(crate) fn first_use_by_extent(plan: &Plan, run: &LoadedRun, uses: Uses) -> Vec<Option<i64>> {
-    let prefetcher = crate::misses::prefetcher_tasks(run);
+    let prefetcher = run.prefetcher_tasks();
     let until = run.ready_ns().or(run.run.ended_ns);
     // Per plan file, its extents as (first page, end page, index), sorted.
     let mut by_path: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();

@@ -5,7 +5,6 @@
 //! which the prefetcher looks up first so the program finds the inode
 //! tables and directories cached.
 
-use crate::misses::prefetcher_tasks;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_analyze::lower_median;
 use coldstart_prefetch::Lookup;
@@ -16,7 +15,7 @@ use std::collections::HashMap;
 /// number the trace saw loaded (0 for a name only looked up).
 pub fn program_loads(run: &LoadedRun) -> HashMap<String, (i64, u64)> {
     let until = run.ready_ns().or(run.run.ended_ns);
-    let prefetcher = prefetcher_tasks(run);
+    let prefetcher = run.prefetcher_tasks();
     let files: HashMap<_, _> = run.files.iter().map(|f| (f.id, f)).collect();
     let mut out: HashMap<String, (i64, u64)> = HashMap::new();
     for load in &run.inode_loads {

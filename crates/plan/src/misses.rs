@@ -1,15 +1,29 @@
-//! Miss accounting: in a traced start through `coldstart run` or
-//! `coldstart-run`, what the prefetcher read, what the program's own
-//! processes still read, and why each page the program read was not
-//! already there.
+//! Miss accounting: in a traced start a prefetcher served (through
+//! `coldstart run` or `coldstart-run`, or by the system-wide service), what
+//! the prefetcher read, what the program's own processes still read, and
+//! why each page the program read was not already there.
 //!
-//! The prefetcher's tasks are known by their name
-//! ([`coldstart_prefetch::replay::PREFETCHER_COMM`]); every other task of the traced tree is the
-//! program. Each page the program brought into the cache gets one reason,
-//! decided in this order:
-//! - it was read before the prefetcher's first task started: the
-//!   launcher's own start (coldstart-run and its libraries), which no plan
-//!   can serve;
+//! The prefetcher is every task named as the prefetcher
+//! ([`coldstart_prefetch::replay::PREFETCHER_COMM`]) in the traced tree
+//! (coldstart-run's detached prefetcher), and every task of that name
+//! outside it that a long-running process created during the run (the
+//! service creates the threads that replay a plan once told of the exec,
+//! in its own process): [`LoadedRun::prefetcher_tasks`]. Its reads count
+//! the same wherever it ran. The program is every other task of the traced
+//! tree; other tasks outside the tree are left out. The name and those
+//! times are all a trace knows: when the service serves a second start
+//! that begins during this run, that start's prefetch reads count as the
+//! prefetcher's too (they are never counted as the program's, and a page
+//! they read that this program then used is a hit either way). The
+//! recorder keeps only the tree's inode loads, so `prefetcher_inode_loads`
+//! counts an in-tree prefetcher's only.
+//!
+//! Each page the program brought into the cache gets one reason, decided
+//! in this order:
+//! - it was read before the prefetcher's first task started (of the tasks
+//!   whose start the trace saw): under a launcher, the launcher's own start
+//!   (coldstart-run and its libraries); under the service, what the program
+//!   read before the service's threads began. No plan can serve it;
 //! - the file is not in the plan;
 //! - the file is in the plan, but the run saw another file at its path
 //!   (size, modification time or build-id differ), so the prefetcher
@@ -30,6 +44,13 @@
 //! fault of the program named that very page; the others came in with a
 //! readahead window around a demanded page. Refining a plan adds demanded
 //! pages only.
+//!
+//! Without the plan (a start the service served: its plan is not in the
+//! profile, and none was given) the accounting still counts what the
+//! prefetcher read and what the program read itself, but of the reasons
+//! only those that need no plan: before-prefetcher, evicted, and
+//! not-prefetched for the rest (the plan would tell which of file not in
+//! the plan, file changed, page not in the plan, asked, or race).
 
 use crate::compile::plannable_path;
 use coldstart_analyze::loaded::{LoadedRun, event_pages};
@@ -37,7 +58,6 @@ use coldstart_analyze::pages::PageSet;
 use coldstart_analyze::run::label;
 use coldstart_prefetch::Plan;
 use coldstart_prefetch::flags::{self, Parsed};
-use coldstart_prefetch::replay;
 use coldstart_profile::{FileId, FileIdentity, PageEvent, PageEventKind, ReadaheadKind, RunId};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -53,10 +73,12 @@ pub enum MissReason {
     Asked,
     Evicted,
     Race,
+    /// Only without the plan: the prefetcher had not read the page.
+    NotPrefetched,
 }
 
 impl MissReason {
-    pub const ALL: [MissReason; 7] = [
+    pub const ALL: [MissReason; 8] = [
         MissReason::BeforePrefetcher,
         MissReason::FileNotInPlan,
         MissReason::FileChanged,
@@ -64,6 +86,7 @@ impl MissReason {
         MissReason::Asked,
         MissReason::Evicted,
         MissReason::Race,
+        MissReason::NotPrefetched,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -75,6 +98,7 @@ impl MissReason {
             MissReason::Asked => "asked",
             MissReason::Evicted => "evicted",
             MissReason::Race => "race",
+            MissReason::NotPrefetched => "not-prefetched",
         }
     }
 
@@ -88,6 +112,7 @@ impl MissReason {
             MissReason::Asked => "the program asked (readahead, WILLNEED)",
             MissReason::Evicted => "prefetched, then evicted",
             MissReason::Race => "planned, program got there first",
+            MissReason::NotPrefetched => "not prefetched (plan unknown)",
         }
     }
 }
@@ -175,11 +200,19 @@ pub struct MissAccount {
     pub run: RunId,
     pub page_size: u64,
     pub read_ahead_kb: Option<u64>,
-    /// Bytes the plan's extents cover.
+    /// Whether the run was accounted against a plan. Without one (the
+    /// system-wide service served the start, and the profile does not
+    /// record its plan) `plan_bytes`, each file's `planned_pages` and
+    /// `in_plan` say nothing, and a page the program read that the
+    /// prefetcher had not is [`MissReason::NotPrefetched`].
+    pub plan_known: bool,
+    /// Bytes the plan's extents cover (0 without the plan).
     pub plan_bytes: u64,
-    /// Tasks named as the prefetcher; 0 when the run was not started
-    /// through `coldstart run` or `coldstart-run`.
+    /// The prefetcher's tasks ([`LoadedRun::prefetcher_tasks`]); 0 when no
+    /// prefetcher served the run.
     pub prefetcher_tasks: usize,
+    /// Those of them outside the traced tree: the system-wide service's.
+    pub prefetcher_tasks_outside_tree: usize,
     /// Pages the prefetcher brought into the cache.
     pub prefetcher: Count,
     /// Pages the program's processes brought into the cache themselves,
@@ -216,7 +249,7 @@ pub struct MissAccount {
 
 impl MissAccount {
     /// The program's own reads over the plan's bytes: the issue's "under
-    /// 5%" target. None for an empty plan.
+    /// 5%" target. None for an empty or unknown plan.
     pub fn program_over_plan(&self) -> Option<f64> {
         (self.plan_bytes > 0).then(|| self.program.bytes as f64 / self.plan_bytes as f64)
     }
@@ -262,18 +295,22 @@ impl PlanView {
     }
 }
 
-/// The tasks of `run`'s tree that are the prefetcher's.
-pub fn prefetcher_tasks(run: &LoadedRun) -> HashSet<i32> {
-    replay::prefetcher_tasks(run.tree_processes().map(|p| (p.pid, p.comm.as_deref())))
-}
-
 /// Every page the program's processes read themselves in `run`, with its
 /// reason against `plan`, in the order they were read.
 pub fn misses(run: &LoadedRun, plan: &Plan) -> Vec<Miss> {
-    let view = PlanView::new(plan);
-    let prefetcher = prefetcher_tasks(run);
+    misses_against(run, Some(&PlanView::new(plan)))
+}
+
+/// [`misses`] when the plan is unknown: each page's reason is one of
+/// before-prefetcher, evicted and not-prefetched.
+pub fn misses_without_plan(run: &LoadedRun) -> Vec<Miss> {
+    misses_against(run, None)
+}
+
+fn misses_against(run: &LoadedRun, view: Option<&PlanView>) -> Vec<Miss> {
+    let prefetcher = run.prefetcher_tasks();
     let mut walk = MissWalk {
-        membership: plan_membership(run, &view),
+        membership: view.map(|view| plan_membership(run, view)),
         prefetcher_start: prefetcher_start(run, &prefetcher),
         asked: asked_pages(run, &prefetcher),
         prefetcher: &prefetcher,
@@ -329,11 +366,14 @@ fn plan_membership<'a>(run: &LoadedRun, view: &'a PlanView) -> HashMap<FileId, P
         .collect()
 }
 
-/// When the prefetcher's first task started. The launcher starts the
-/// prefetcher, then becomes the program: what its tasks read before that,
+/// When the prefetcher's first task started, in the tree or outside it
+/// (tasks whose start the trace did not see are left out). The launcher
+/// starts the prefetcher, then becomes the program; the service starts its
+/// threads once told of the exec: what the program read before that,
 /// nothing could have prefetched.
 fn prefetcher_start(run: &LoadedRun, prefetcher: &HashSet<i32>) -> Option<i64> {
-    run.tree_processes()
+    run.processes
+        .iter()
         .filter(|p| prefetcher.contains(&p.pid))
         .filter_map(|p| p.t_start_ns)
         .min()
@@ -358,7 +398,8 @@ fn asked_pages(run: &LoadedRun, prefetcher: &HashSet<i32>) -> HashMap<(FileId, u
 /// the prefetcher read and which of those were evicted since, which the
 /// program read (as misses) and when it first demanded each.
 struct MissWalk<'a> {
-    membership: HashMap<FileId, PlanMembership<'a>>,
+    /// None without the plan.
+    membership: Option<HashMap<FileId, PlanMembership<'a>>>,
     prefetcher_start: Option<i64>,
     asked: HashMap<(FileId, u64), (i32, i64)>,
     prefetcher: &'a HashSet<i32>,
@@ -372,8 +413,9 @@ struct MissWalk<'a> {
 
 impl MissWalk<'_> {
     fn event(&mut self, run: &LoadedRun, e: &PageEvent) {
-        let ours = run.in_tree(e.pid);
+        // The prefetcher's tasks may be outside the tree (the service).
         let by_prefetcher = self.prefetcher.contains(&e.pid);
+        let by_program = !by_prefetcher && run.in_tree(e.pid);
         match e.kind {
             PageEventKind::Evict => {
                 for page in event_pages(e) {
@@ -382,14 +424,14 @@ impl MissWalk<'_> {
                     }
                 }
             }
-            PageEventKind::Read if ours && by_prefetcher => {
+            PageEventKind::Read if by_prefetcher => {
                 for page in event_pages(e) {
                     self.prefetched.insert((e.file_id, page));
                     self.evicted.remove(&(e.file_id, page));
                 }
             }
-            PageEventKind::Read if ours => self.program_read(e),
-            kind if kind.is_demand() && ours && !by_prefetcher => {
+            PageEventKind::Read if by_program => self.program_read(e),
+            kind if kind.is_demand() && by_program => {
                 for page in event_pages(e) {
                     self.demanded.entry((e.file_id, page)).or_insert(e.t_ns);
                 }
@@ -402,9 +444,8 @@ impl MissWalk<'_> {
     fn program_read(&mut self, e: &PageEvent) {
         let membership = self
             .membership
-            .get(&e.file_id)
-            .copied()
-            .unwrap_or(NOT_PLANNED);
+            .as_ref()
+            .map(|m| m.get(&e.file_id).copied().unwrap_or(NOT_PLANNED));
         for page in event_pages(e) {
             let key = (e.file_id, page);
             let reason = self.reason(e, membership, page);
@@ -421,8 +462,13 @@ impl MissWalk<'_> {
     }
 
     /// Why the program read `page` itself, in the order the module
-    /// describes.
-    fn reason(&mut self, e: &PageEvent, membership: PlanMembership, page: u64) -> MissReason {
+    /// describes; `membership` is None without the plan.
+    fn reason(
+        &mut self,
+        e: &PageEvent,
+        membership: Option<PlanMembership>,
+        page: u64,
+    ) -> MissReason {
         let key = (e.file_id, page);
         // A read again after an eviction is not the call's.
         let by_call = match self.asked.get(&key) {
@@ -432,8 +478,17 @@ impl MissWalk<'_> {
             }
             _ => false,
         };
+        if self.prefetcher_start.is_some_and(|t| e.t_ns < t) {
+            return MissReason::BeforePrefetcher;
+        }
+        let Some(membership) = membership else {
+            return if self.evicted.contains(&key) {
+                MissReason::Evicted
+            } else {
+                MissReason::NotPrefetched
+            };
+        };
         match membership.planned {
-            _ if self.prefetcher_start.is_some_and(|t| e.t_ns < t) => MissReason::BeforePrefetcher,
             None if by_call => MissReason::Asked,
             None => MissReason::FileNotInPlan,
             Some(_) if !membership.same => MissReason::FileChanged,
@@ -499,20 +554,34 @@ fn contains(set: &PageSet, page: u64) -> bool {
 /// The accounting of `run` against `plan`: [`misses`] summed per reason,
 /// process and file, and the prefetcher's reads.
 pub fn account(run: &LoadedRun, plan: &Plan) -> MissAccount {
+    account_against(run, Some(plan))
+}
+
+/// The accounting of `run` when its plan is unknown (the system-wide
+/// service served it and none was given): what the prefetcher read and
+/// what the program read itself, each page with the reasons
+/// [`misses_without_plan`] gives.
+pub fn account_without_plan(run: &LoadedRun) -> MissAccount {
+    account_against(run, None)
+}
+
+fn account_against(run: &LoadedRun, plan: Option<&Plan>) -> MissAccount {
     let page_size = run.page_size();
-    let prefetcher = prefetcher_tasks(run);
-    let view = PlanView::new(plan);
+    let prefetcher = run.prefetcher_tasks();
+    let view = plan.map(PlanView::new);
     let path_of = paths_by_file(run);
-    let mut reads = tree_reads(run, &prefetcher, &path_of);
-    let misses = program_misses(run, plan, &path_of);
-    let files = file_rows(&view, misses.by_file, &mut reads.prefetched_by_file);
+    let mut reads = run_reads(run, &prefetcher, &path_of);
+    let misses = program_misses(run, view.as_ref(), &path_of);
+    let files = file_rows(view.as_ref(), misses.by_file, &mut reads.prefetched_by_file);
     let loads = inode_loads(run, &prefetcher, &path_of);
     MissAccount {
         run: run.id(),
         page_size,
         read_ahead_kb: run.run.start.read_ahead_kb,
-        plan_bytes: plan.bytes(),
+        plan_known: plan.is_some(),
+        plan_bytes: plan.map_or(0, Plan::bytes),
         prefetcher_tasks: prefetcher.len(),
+        prefetcher_tasks_outside_tree: prefetcher.iter().filter(|&&pid| !run.in_tree(pid)).count(),
         prefetcher: reads.prefetched,
         program: misses.program,
         prefetcher_in_kernel: reads.prefetcher_in_kernel,
@@ -542,9 +611,10 @@ fn paths_by_file(run: &LoadedRun) -> HashMap<FileId, String> {
         .collect()
 }
 
-/// The tree's reads that are not the program's misses: in-kernel files'
-/// (metadata by device among them), and the prefetcher's.
-struct TreeReads {
+/// The run's reads that are not the program's misses: in-kernel files'
+/// (metadata by device among them), and the prefetcher's (in the tree or
+/// outside it).
+struct RunReads {
     prefetcher_in_kernel: Count,
     program_in_kernel: Count,
     prefetcher_metadata: Count,
@@ -555,15 +625,15 @@ struct TreeReads {
     prefetched_by_file: HashMap<String, Count>,
 }
 
-fn tree_reads(
+fn run_reads(
     run: &LoadedRun,
     prefetcher: &HashSet<i32>,
     path_of: &HashMap<FileId, String>,
-) -> TreeReads {
+) -> RunReads {
     let page_size = run.page_size();
     let in_kernel = in_kernel_files(run);
     let metadata = metadata_files(run);
-    let mut out = TreeReads {
+    let mut out = RunReads {
         prefetcher_in_kernel: Count::default(),
         program_in_kernel: Count::default(),
         prefetcher_metadata: Count::default(),
@@ -573,11 +643,9 @@ fn tree_reads(
         prefetched_by_file: HashMap::new(),
     };
     let mut by_device: HashMap<&str, DeviceMetadata> = HashMap::new();
-    for e in run
-        .events
-        .iter()
-        .filter(|e| e.kind == PageEventKind::Read && run.in_tree(e.pid))
-    {
+    for e in run.events.iter().filter(|e| {
+        e.kind == PageEventKind::Read && (run.in_tree(e.pid) || prefetcher.contains(&e.pid))
+    }) {
         let pages = event_pages(e);
         let n = pages.end - pages.start;
         if in_kernel.contains(&e.file_id) {
@@ -640,7 +708,7 @@ struct ProgramMisses {
 
 fn program_misses(
     run: &LoadedRun,
-    plan: &Plan,
+    view: Option<&PlanView>,
     path_of: &HashMap<FileId, String>,
 ) -> ProgramMisses {
     let page_size = run.page_size();
@@ -650,7 +718,7 @@ fn program_misses(
         by_process: HashMap::new(),
         by_file: HashMap::new(),
     };
-    for miss in misses(run, plan) {
+    for miss in misses_against(run, view) {
         let demanded = miss.demanded_ns.is_some();
         out.program.add(page_size, demanded);
         out.by_reason.add(miss.reason, page_size, demanded);
@@ -693,20 +761,24 @@ fn process_rows(
 /// One row per file the program missed in, the prefetcher read or the plan
 /// holds: most program bytes first, then most prefetched.
 fn file_rows(
-    view: &PlanView,
+    view: Option<&PlanView>,
     mut program_reads: HashMap<String, (Count, ByReason)>,
     prefetched_by_file: &mut HashMap<String, Count>,
 ) -> Vec<FileMisses> {
     let mut paths: HashSet<String> = program_reads.keys().cloned().collect();
     paths.extend(prefetched_by_file.keys().cloned());
-    paths.extend(view.pages.keys().cloned());
+    if let Some(view) = view {
+        paths.extend(view.pages.keys().cloned());
+    }
     let mut rows: Vec<FileMisses> = paths
         .into_iter()
         .map(|path| {
             let (program_read, by_reason) = program_reads.remove(&path).unwrap_or_default();
             FileMisses {
-                planned_pages: view.pages.get(&path).map_or(0, PageSet::len),
-                in_plan: view.pages.contains_key(&path),
+                planned_pages: view
+                    .and_then(|v| v.pages.get(&path))
+                    .map_or(0, PageSet::len),
+                in_plan: view.is_some_and(|v| v.pages.contains_key(&path)),
                 prefetched: prefetched_by_file.remove(&path).unwrap_or_default(),
                 program_read,
                 by_reason,
@@ -724,7 +796,7 @@ fn file_rows(
     rows
 }
 
-/// The tree's lookups that read an inode table block, by whose they were.
+/// The run's lookups that read an inode table block, by whose they were.
 struct InodeLoads {
     prefetcher: u64,
     program: u64,
@@ -742,7 +814,13 @@ fn inode_loads(
         program: 0,
         program_paths: Vec::new(),
     };
-    for load in run.inode_loads.iter().filter(|l| run.in_tree(l.pid)) {
+    // The recorder keeps the tree's only; a prefetcher's outside it would
+    // count as the prefetcher's.
+    for load in run
+        .inode_loads
+        .iter()
+        .filter(|l| run.in_tree(l.pid) || prefetcher.contains(&l.pid))
+    {
         if prefetcher.contains(&load.pid) {
             out.prefetcher += 1;
             continue;
@@ -760,7 +838,10 @@ fn inode_loads(
 /// `--plan=PATH`) of a `coldstart-run ... -- PROGRAM` or `coldstart run
 /// ... -- PROGRAM` command line, read by the launcher's own parser
 /// ([`flags::parse`]), so a command line it would refuse gives none.
-/// Relative paths are the run's working directory's.
+/// Relative paths are the run's working directory's. A start the
+/// system-wide service served is traced with the program's own command
+/// line, which names no plan: None (see
+/// [`crate::served::ServingPlan::NotRecorded`]).
 pub fn plan_of_run(run: &coldstart_profile::Run) -> Option<std::path::PathBuf> {
     let argv = &run.start.argv;
     let name = |s: &str| {

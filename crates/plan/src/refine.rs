@@ -228,7 +228,7 @@ fn plan_pages(plan: &Plan) -> HashMap<String, (PlanFile, BTreeMap<u64, i64>)> {
 fn used_pages(served: &[LoadedRun]) -> HashSet<(String, u64)> {
     let mut used = HashSet::new();
     for run in served {
-        let prefetcher = crate::misses::prefetcher_tasks(run);
+        let prefetcher = run.prefetcher_tasks();
         let paths: HashMap<_, _> = run
             .files
             .iter()

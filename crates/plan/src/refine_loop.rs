@@ -347,7 +347,7 @@ fn seed_runs(profile: &Profile) -> anyhow::Result<Vec<RunId>> {
         if run.complete
             && run.end_reason != Some(EndReason::Failed)
             && run.start.read_ahead_kb == Some(0)
-            && !crate::compile::served_by_prefetcher(&profile.processes(run.id)?)
+            && !crate::compile::served_by_prefetcher(&run, &profile.processes(run.id)?)
         {
             out.push(run.id);
         }

@@ -1,7 +1,8 @@
 //! The plan a traced run is accounted against: the one the user gave, else
-//! the one the run's command line handed a prefetcher, read and parsed.
+//! the one the run's command line handed a prefetcher, read and parsed; or
+//! why there is none to read.
 
-use crate::misses::{plan_of_run, prefetcher_tasks};
+use crate::misses::plan_of_run;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_prefetch::Plan;
 use coldstart_prefetch::format::{self, FormatError};
@@ -26,8 +27,19 @@ pub enum ServingPlan {
     /// The run was not served, and no plan was given.
     None,
     Plan(Plan),
+    /// A prefetcher served the run, and nothing in the profile says with
+    /// which plan: the system-wide service served it from outside the
+    /// traced tree (`by_service`; the program's own command line names no
+    /// plan), or the prefetcher in the tree was started by a command line
+    /// that names none (a script around coldstart-run). The run can be
+    /// accounted without the plan
+    /// ([`crate::misses::account_without_plan`]), or given it again.
+    NotRecorded {
+        by_service: bool,
+    },
     /// A prefetcher served the run with this plan, which cannot be read
-    /// now (moved, removed): the run's accounting needs it given again.
+    /// now (moved, removed): the run is accounted without it unless it is
+    /// given again.
     Unreadable {
         path: PathBuf,
         source: std::io::Error,
@@ -43,11 +55,20 @@ pub fn serving_plan(
 ) -> Result<ServingPlan, PlanFileError> {
     let path = match given {
         Some(path) => path.to_path_buf(),
-        None if !prefetcher_tasks(loaded).is_empty() => match plan_of_run(&loaded.run) {
-            Some(path) => path,
-            None => return Ok(ServingPlan::None),
-        },
-        None => return Ok(ServingPlan::None),
+        None => {
+            let prefetcher = loaded.prefetcher_tasks();
+            if prefetcher.is_empty() {
+                return Ok(ServingPlan::None);
+            }
+            match plan_of_run(&loaded.run) {
+                Some(path) => path,
+                None => {
+                    // Only the service's threads live outside the tree.
+                    let by_service = prefetcher.iter().any(|&pid| !loaded.in_tree(pid));
+                    return Ok(ServingPlan::NotRecorded { by_service });
+                }
+            }
+        }
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,

@@ -7,8 +7,8 @@ mod common;
 
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::misses::{
-    ByReason, Count, DeviceMetadata, FileMisses, MissAccount, MissReason, account, misses,
-    plan_of_run,
+    ByReason, Count, DeviceMetadata, FileMisses, MissAccount, MissReason, account,
+    account_without_plan, misses, misses_without_plan, plan_of_run,
 };
 use coldstart_prefetch::replay::PREFETCHER_COMM;
 use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
@@ -752,4 +752,368 @@ fn inode_loads_are_counted_per_side_and_become_lookups_of_the_programs_paths() {
     pool.add(&reversed);
     let inodes: Vec<u64> = pool.lookups(1).iter().map(|l| l.ino).collect();
     assert_eq!(inodes, [1000 + CHANGED as u64, 1000 + NEW as u64]);
+}
+
+/// The system-wide service, outside the traced tree: its main thread (not
+/// the prefetcher's, running before the trace began), two replay threads
+/// named as the prefetcher, created at 5 µs, a replay thread of an earlier
+/// start that ended before this one began, and one still finishing an
+/// earlier start (created before the trace, so its start is unknown) until
+/// 15 µs.
+const SERVICE: i32 = 300;
+const SERVICE_WORKER: i32 = 301;
+const SERVICE_THREAD: i32 = 302;
+const STALE_WORKER: i32 = 303;
+const LINGERING_WORKER: i32 = 304;
+/// Another program's launcher, outside the tree, forked its detached
+/// prefetcher process at 2 µs; its replay thread was created at 6 µs.
+const LAUNCHER: i32 = 400;
+const LAUNCHER_WORKER: i32 = 401;
+
+fn service_processes() -> Vec<Process> {
+    let replay = |pid: i32| Process {
+        t_start_ns: Some(5_000),
+        ..handmade::process(pid, Some(SERVICE), PREFETCHER_COMM, false)
+    };
+    vec![
+        Process {
+            t_start_ns: None,
+            ..handmade::process(SERVICE, Some(SERVICE), "coldstart", false)
+        },
+        replay(SERVICE_WORKER),
+        replay(SERVICE_THREAD),
+        Process {
+            t_start_ns: Some(-9_000_000),
+            t_end_ns: Some(-1_000_000),
+            ..handmade::process(STALE_WORKER, Some(SERVICE), PREFETCHER_COMM, false)
+        },
+        Process {
+            t_start_ns: None,
+            t_end_ns: Some(15_000),
+            ..handmade::process(LINGERING_WORKER, Some(SERVICE), PREFETCHER_COMM, false)
+        },
+        Process {
+            t_start_ns: Some(2_000),
+            ..handmade::process(LAUNCHER, Some(LAUNCHER), "coldstart-run", false)
+        },
+        Process {
+            t_start_ns: Some(6_000),
+            ..handmade::process(LAUNCHER_WORKER, Some(LAUNCHER), PREFETCHER_COMM, false)
+        },
+    ]
+}
+
+/// A start the service served: the program runs by its own command line
+/// (no launcher, no plan named), its tree holds no prefetcher. By
+/// construction, against [`the_plan`] (a.so 0-9 and 20-29 planned):
+/// - the service's threads read a.so 0-9 (10 pages) and 20-23 (4), and 3
+///   metadata pages: 14 pages prefetched, 3 of metadata;
+/// - the stale thread read a.so 95 at -2 ms, the lingering one a.so 90-91
+///   at 3 µs, the other launcher's prefetcher a.so 80-81 at 7 µs, the
+///   service's main thread other.so 0-1, the outsider a.so 60-69: none of
+///   them the prefetcher's or the program's;
+/// - the program faults a.so 0-3 and its thread 21: prefetched, cached, no
+///   read of its own, so no miss;
+/// - the program read a.so 40 at 1 µs, before the service's threads
+///   started (5 µs): before-prefetcher, demanded;
+/// - a.so 5 is evicted by the outsider, then faulted and read by the
+///   program: evicted, demanded;
+/// - a.so 24-25 read by the program, 24 faulted: planned, not prefetched:
+///   race, 1 demanded;
+/// - a.so 50 read and faulted by the program: page-not-in-plan, demanded.
+fn served_by_service() -> LoadedRun {
+    let files = vec![
+        file(A, "/lib/a.so", 100),
+        file(OTHER, "/lib/other.so", 10),
+        File {
+            dev: BDEV,
+            ino: (8 << 20) | 1,
+            path: None,
+            ..file(METADATA, "", 1 << 20)
+        },
+    ];
+    use PageEventKind::*;
+    let events = vec![
+        event(-2_000, STALE_WORKER, A, 95, 1, Read),
+        event(1, APP, A, 40, 1, Read),
+        event(1, APP, A, 40, 1, Fault),
+        event(3, LINGERING_WORKER, A, 90, 2, Read),
+        event(7, LAUNCHER_WORKER, A, 80, 2, Read),
+        event(10, SERVICE_WORKER, A, 0, 10, Read),
+        event(11, SERVICE_THREAD, A, 20, 4, Read),
+        event(12, SERVICE_WORKER, METADATA, 7000, 3, Read),
+        event(13, SERVICE, OTHER, 0, 2, Read),
+        event(20, APP, A, 0, 1, Fault),
+        event(20, APP, A, 1, 1, Fault),
+        event(20, APP, A, 2, 1, Fault),
+        event(20, APP, A, 3, 1, Fault),
+        event(21, APP_THREAD, A, 21, 1, Fault),
+        event(30, OUTSIDER, A, 5, 1, Evict),
+        event(31, APP, A, 5, 1, Fault),
+        event(31, APP, A, 5, 1, Read),
+        event(40, APP, A, 24, 2, Read),
+        event(40, APP, A, 24, 1, Fault),
+        event(50, APP, A, 50, 1, Read),
+        event(50, APP, A, 50, 1, Fault),
+        event(60, OUTSIDER, A, 60, 10, Read),
+    ];
+    let mut processes: Vec<Process> = processes()
+        .into_iter()
+        .filter(|p| p.comm.as_deref() != Some(PREFETCHER_COMM))
+        .collect();
+    processes.extend(service_processes());
+    LoadedRun::new(
+        run_row(&["/bin/app"], "/"),
+        files,
+        events,
+        Vec::new(),
+        processes,
+        Vec::new(),
+    )
+}
+
+#[test]
+fn the_services_reads_from_outside_the_tree_are_the_prefetchers() {
+    let run = served_by_service();
+    let mut got: Vec<(FileId, u64, MissReason, i32, bool)> = misses(&run, &the_plan())
+        .iter()
+        .map(|m| (m.file, m.page, m.reason, m.pid, m.demanded_ns.is_some()))
+        .collect();
+    got.sort();
+    use MissReason::*;
+    // Pages 0-3 and 21, which the program faulted after the service read
+    // them, are hits: not here.
+    assert_eq!(
+        got,
+        [
+            (A, 5, Evicted, APP, true),
+            (A, 24, Race, APP, true),
+            (A, 25, Race, APP, false),
+            (A, 40, BeforePrefetcher, APP, true),
+            (A, 50, PageNotInPlan, APP, true),
+        ]
+    );
+
+    let account = account(&run, &the_plan());
+    assert!(account.plan_known);
+    assert_eq!(account.plan_bytes, 25 * PAGE);
+    assert_eq!(
+        (
+            account.prefetcher_tasks,
+            account.prefetcher_tasks_outside_tree
+        ),
+        (2, 2)
+    );
+    assert_eq!(account.prefetcher, count(14, 0));
+    assert_eq!(account.prefetcher_metadata, count(3, 0));
+    assert_eq!(account.prefetcher_in_kernel, count(3, 0));
+    assert_eq!(account.program, count(5, 4));
+    assert_eq!(account.program_in_kernel, count(0, 0));
+    assert_eq!(
+        account.by_reason,
+        reasons(&[
+            (BeforePrefetcher, 1, 1),
+            (PageNotInPlan, 1, 1),
+            (Evicted, 1, 1),
+            (Race, 2, 1),
+        ])
+    );
+    let processes: Vec<(i32, Count)> = account.processes.iter().map(|p| (p.pid, p.read)).collect();
+    assert_eq!(processes, [(APP, count(5, 4))]);
+    let a = file_row(&account, "/lib/a.so");
+    assert_eq!(a.prefetched, count(14, 0));
+    assert_eq!(a.program_read, count(5, 4));
+    // The service's main thread is not the prefetcher: other.so is no row.
+    assert!(account.files.iter().all(|f| f.path != "/lib/other.so"));
+
+    // Were the service's inode loads in the trace, they would be the
+    // prefetcher's, and no lookup of the program's.
+    let mut run = run;
+    run.inode_loads = vec![
+        coldstart_profile::InodeLoad {
+            t_ns: 10_000,
+            pid: SERVICE_WORKER,
+            file_id: A,
+        },
+        coldstart_profile::InodeLoad {
+            t_ns: 40_000,
+            pid: APP,
+            file_id: OTHER,
+        },
+    ];
+    let account = coldstart_plan::misses::account(&run, &the_plan());
+    assert_eq!(
+        (account.prefetcher_inode_loads, account.program_inode_loads),
+        (1, 1)
+    );
+    assert_eq!(account.program_inode_paths, ["/lib/other.so"]);
+    let loads: Vec<String> = coldstart_plan::lookups::program_loads(&run)
+        .into_keys()
+        .collect();
+    assert_eq!(loads, ["/lib/other.so"]);
+}
+
+#[test]
+fn without_the_plan_the_service_served_start_keeps_the_reasons_that_need_none() {
+    let run = served_by_service();
+    // The program's command line names no plan, and a prefetcher outside
+    // the tree served it.
+    assert_eq!(plan_of_run(&run.run), None);
+    match coldstart_plan::served::serving_plan(&run, None).unwrap() {
+        coldstart_plan::served::ServingPlan::NotRecorded { by_service } => assert!(by_service),
+        other => panic!("{other:?}"),
+    }
+
+    let mut got: Vec<(FileId, u64, MissReason, bool)> = misses_without_plan(&run)
+        .iter()
+        .map(|m| (m.file, m.page, m.reason, m.demanded_ns.is_some()))
+        .collect();
+    got.sort();
+    use MissReason::*;
+    assert_eq!(
+        got,
+        [
+            (A, 5, Evicted, true),
+            (A, 24, NotPrefetched, true),
+            (A, 25, NotPrefetched, false),
+            (A, 40, BeforePrefetcher, true),
+            (A, 50, NotPrefetched, true),
+        ]
+    );
+
+    let account = account_without_plan(&run);
+    assert!(!account.plan_known);
+    assert_eq!(account.plan_bytes, 0);
+    assert_eq!(account.program_over_plan(), None);
+    assert_eq!(
+        (
+            account.prefetcher_tasks,
+            account.prefetcher_tasks_outside_tree
+        ),
+        (2, 2)
+    );
+    assert_eq!(account.prefetcher, count(14, 0));
+    assert_eq!(account.program, count(5, 4));
+    assert_eq!(
+        account.by_reason,
+        reasons(&[
+            (BeforePrefetcher, 1, 1),
+            (Evicted, 1, 1),
+            (NotPrefetched, 3, 2)
+        ])
+    );
+    // Only the file read: no plan names others.
+    let paths: Vec<&str> = account.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["/lib/a.so"]);
+    let a = file_row(&account, "/lib/a.so");
+    assert_eq!((a.in_plan, a.planned_pages), (false, 0));
+    assert_eq!(a.prefetched, count(14, 0));
+}
+
+#[test]
+fn a_prefetcher_in_the_tree_and_one_outside_it_count_as_one() {
+    // coldstart-run's prefetcher (tasks 150 and 151) starts at 8 µs, the
+    // service's threads at 5 µs: the prefetcher started at 5 µs. The
+    // program reads a.so 50 at 2 µs (before it) and 51 at 6 µs (after).
+    // The launcher's prefetcher reads a.so 0-4, the service's 5-9 and
+    // 20-22; the program faults 0, 7 and 21 (hits) and reads 23 (race).
+    let mut processes = processes();
+    for p in processes
+        .iter_mut()
+        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+    {
+        p.t_start_ns = Some(8_000);
+    }
+    processes.extend(service_processes());
+    use PageEventKind::*;
+    let events = vec![
+        event(2, APP, A, 50, 1, Read),
+        event(6, APP, A, 51, 1, Read),
+        event(10, PREFETCHER, A, 0, 5, Read),
+        event(11, SERVICE_WORKER, A, 5, 5, Read),
+        event(12, SERVICE_THREAD, A, 20, 3, Read),
+        event(20, APP, A, 0, 1, Fault),
+        event(20, APP, A, 7, 1, Fault),
+        event(21, APP_THREAD, A, 21, 1, Fault),
+        event(30, APP, A, 23, 1, Read),
+    ];
+    let both = LoadedRun::new(
+        run_row(
+            &["coldstart-run", "--plan", "/p/plan", "--", "/bin/app"],
+            "/",
+        ),
+        vec![file(A, "/lib/a.so", 100)],
+        events.clone(),
+        Vec::new(),
+        processes.clone(),
+        Vec::new(),
+    );
+    let got: Vec<(u64, MissReason)> = misses(&both, &the_plan())
+        .iter()
+        .map(|m| (m.page, m.reason))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (50, MissReason::BeforePrefetcher),
+            (51, MissReason::PageNotInPlan),
+            (23, MissReason::Race),
+        ]
+    );
+    let together = account(&both, &the_plan());
+    assert_eq!(
+        (
+            together.prefetcher_tasks,
+            together.prefetcher_tasks_outside_tree
+        ),
+        (4, 2)
+    );
+    assert_eq!(together.prefetcher, count(13, 0));
+    assert_eq!(together.program, count(3, 0));
+
+    // Without the service's rows its reads are nobody's, and the
+    // prefetcher started at 8 µs: page 51 was read before it, and the
+    // pages the service read are no longer prefetched.
+    let launcher_only = LoadedRun::new(
+        both.run.clone(),
+        both.files.clone(),
+        events,
+        Vec::new(),
+        processes.into_iter().filter(|p| p.in_tree).collect(),
+        Vec::new(),
+    );
+    let got: Vec<(u64, MissReason)> = misses(&launcher_only, &the_plan())
+        .iter()
+        .map(|m| (m.page, m.reason))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (50, MissReason::BeforePrefetcher),
+            (51, MissReason::BeforePrefetcher),
+            (23, MissReason::Race),
+        ]
+    );
+    let alone = account(&launcher_only, &the_plan());
+    assert_eq!(
+        (alone.prefetcher_tasks, alone.prefetcher_tasks_outside_tree),
+        (2, 0)
+    );
+    assert_eq!(alone.prefetcher, count(5, 0));
+}
+
+#[test]
+fn a_start_the_service_served_seeds_no_plan() {
+    use coldstart_plan::compile::served_by_prefetcher;
+    let run = served_by_service();
+    assert!(served_by_prefetcher(&run.run, &run.processes));
+    // Only the stale thread, gone before the start, the lingering one,
+    // there before it, and another launcher's prefetcher: not served.
+    let stale: Vec<Process> = run
+        .processes
+        .iter()
+        .filter(|p| p.pid != SERVICE_WORKER && p.pid != SERVICE_THREAD)
+        .cloned()
+        .collect();
+    assert!(!served_by_prefetcher(&run.run, &stale));
 }

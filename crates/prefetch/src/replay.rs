@@ -95,33 +95,9 @@ impl Method {
     }
 }
 
-/// The name (comm) of the threads that read a plan. A trace of a start
-/// through `coldstart run` or `coldstart-run` tells the prefetcher's reads
-/// from the program's by it: the kernel copies a thread's name to the
-/// threads it creates, and the recorder takes each task's name when it is
-/// created, so the workers are named before they exist (see [`replay`]).
-/// At most 15 bytes, the kernel's limit.
-pub const PREFETCHER_COMM: &str = "cs-prefetch";
-
-const _: () = assert!(PREFETCHER_COMM.len() <= 15);
-
-/// Whether a task of that name (comm) is the prefetcher's: the one test
-/// every reading of a trace applies.
-pub fn is_prefetcher(comm: Option<&str>) -> bool {
-    comm == Some(PREFETCHER_COMM)
-}
-
-/// The prefetcher's tasks among `tasks`, given as (pid, comm): what a
-/// reading of a trace sets apart from the program's own reads.
-pub fn prefetcher_tasks<'a>(
-    tasks: impl IntoIterator<Item = (i32, Option<&'a str>)>,
-) -> std::collections::HashSet<i32> {
-    tasks
-        .into_iter()
-        .filter(|&(_, comm)| is_prefetcher(comm))
-        .map(|(pid, _)| pid)
-        .collect()
-}
+/// The name of the prefetcher's threads and the test of it, where the
+/// profile's readers find them too.
+pub use coldstart_system::process::{PREFETCHER_COMM, is_prefetcher};
 
 /// Prefetch threads when not told: the CPUs, at least 2 and at most 8.
 /// readahead(2) only waits for the file's block mapping and page

@@ -127,6 +127,16 @@ pub struct Process {
     pub in_tree: bool,
 }
 
+impl Process {
+    /// Whether the task carries the prefetcher's name
+    /// ([`coldstart_system::process::PREFETCHER_COMM`]), in the traced tree
+    /// or outside it. Which of those tasks served a run is
+    /// `coldstart_analyze::loaded::prefetcher_tasks`'s to say.
+    pub fn named_prefetcher(&self) -> bool {
+        coldstart_system::process::is_prefetcher(self.comm.as_deref())
+    }
+}
+
 /// A file whose pages appear in a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct File {

@@ -15,8 +15,9 @@
 //!   kind's `<path>`. Reads are filled blue bars, pages touched (faults and
 //!   read() accesses) hollow red boxes on top, fault-around windows light
 //!   green bars behind, drawn only in cells with neither a read nor a touch.
-//!   In a start served by a prefetcher (`coldstart run`, `coldstart-run`),
-//!   the reads of its tasks (named [`coldstart_prefetch::replay::PREFETCHER_COMM`]) are orange bars
+//!   In a start served by a prefetcher (`coldstart run`, `coldstart-run`,
+//!   or the system-wide service from outside the traced tree), the reads
+//!   of its tasks ([`Timeline::prefetcher_tasks`]) are orange bars
 //!   under the program's own blue ones, so what the program still read
 //!   itself stands out; only panels with such reads have their group, and
 //!   the legend names them only when the chart shows some.
@@ -39,9 +40,6 @@
 pub mod loader;
 
 use coldstart_analyze::{Band, FileTimeline, Timeline};
-#[cfg(test)]
-use coldstart_prefetch::replay::PREFETCHER_COMM;
-use coldstart_prefetch::replay::prefetcher_tasks;
 use coldstart_profile::PageEventKind;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -355,12 +353,7 @@ pub fn svg(timeline: &Timeline, options: &ChartOptions) -> String {
     let hidden = timeline.files.len() - shown.len();
     let requested_cell = f64::from(options.cell.max(1));
     let mut cell = requested_cell;
-    let prefetcher = prefetcher_tasks(
-        timeline
-            .processes
-            .iter()
-            .map(|p| (p.pid, p.comm.as_deref())),
-    );
+    let prefetcher: HashSet<i32> = timeline.prefetcher_tasks.iter().copied().collect();
     let (layout, marks) = loop {
         let layout = Layout::new(timeline, options, cell);
         let marks: Vec<Marks> = shown
@@ -933,10 +926,10 @@ mod tests {
     }
 
     /// One file of 100 pages on a 100 ms axis (default options: 240 x 40
-    /// cells): the prefetcher's task 150 reads pages 0-15 at 10 ms (column
-    /// 24, rows 0-6), the program's 100 pages 40-47 at 50 ms (column 120,
-    /// rows 16-19).
-    fn served(prefetcher_comm: &str) -> Timeline {
+    /// cells): task 150 reads pages 0-15 at 10 ms (column 24, rows 0-6),
+    /// the program's 100 pages 40-47 at 50 ms (column 120, rows 16-19);
+    /// `prefetcher_tasks` says whose task 150 is.
+    fn served(prefetcher_tasks: Vec<i32>) -> Timeline {
         use coldstart_analyze::TimelinePoint;
         use coldstart_profile::handmade::process;
         let point = |t_ms: i64, pid, page, npages| TimelinePoint {
@@ -959,8 +952,9 @@ mod tests {
             }],
             processes: vec![
                 process(100, Some(100), "app", true),
-                process(150, Some(150), prefetcher_comm, true),
+                process(150, Some(150), "cs-prefetch", false),
             ],
+            prefetcher_tasks,
             loader: Vec::new(),
         }
     }
@@ -975,7 +969,7 @@ mod tests {
 
     #[test]
     fn the_prefetchers_reads_have_their_own_colour_and_legend() {
-        let chart = svg(&served(PREFETCHER_COMM), &ChartOptions::default());
+        let chart = svg(&served(vec![150]), &ChartOptions::default());
         assert_eq!(path_data(&chart, "prefetcher-reads"), Some("M24.5 0v7"));
         assert_eq!(path_data(&chart, "reads"), Some("M120.5 16v4"));
         assert!(chart.contains(&format!(
@@ -988,15 +982,16 @@ mod tests {
             "legend and marks"
         );
 
-        // The same reads by a task of another name are the program's.
-        let chart = svg(&served("app"), &ChartOptions::default());
+        // The same reads by a task not named the prefetcher's are the
+        // program's.
+        let chart = svg(&served(Vec::new()), &ChartOptions::default());
         assert_eq!(path_data(&chart, "prefetcher-reads"), None);
         assert_eq!(path_data(&chart, "reads"), Some("M24.5 0v7M120.5 16v4"));
         assert!(!chart.contains("read by the prefetcher"));
         assert!(!chart.contains(PREFETCHER_READ_COLOR));
 
         // A prefetcher that read nothing shown is not in the legend.
-        let mut idle = served(PREFETCHER_COMM);
+        let mut idle = served(vec![150]);
         idle.files[0].points.remove(0);
         let chart = svg(&idle, &ChartOptions::default());
         assert_eq!(path_data(&chart, "reads"), Some("M120.5 16v4"));

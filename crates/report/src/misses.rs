@@ -32,11 +32,23 @@ pub fn render(account: &MissAccount, top: usize) -> String {
     let mut out = String::new();
     heading(&mut out, Style::Plain, "Prefetcher and misses");
     who_read_what(&mut out, account);
+    if !account.plan_known {
+        let _ = writeln!(
+            out,
+            "the plan is unknown{}: the reasons that need it (file or page not in the plan, \
+             file changed, asked, race) are counted together as not prefetched; give the plan with --plan for them",
+            if account.prefetcher_tasks_outside_tree > 0 {
+                " (the system-wide service served this start, and the profile does not record its plan)"
+            } else {
+                ""
+            }
+        );
+    }
     outside_the_files(&mut out, account, top);
     if account.prefetcher_tasks == 0 {
         out.push_str(
             "no prefetcher task in this run: it was not started through coldstart run or coldstart-run, \
-             so every read counts as the program's\n",
+             nor served by the system-wide service, so every read counts as the program's\n",
         );
     }
     push_table(&mut out, reasons(account));
@@ -55,10 +67,21 @@ fn push_table(out: &mut String, table: Table) {
 
 /// The plan's size, what the prefetcher read, what the program read itself.
 fn who_read_what(out: &mut String, account: &MissAccount) {
+    let plan = if account.plan_known {
+        format!("plan {}", human_bytes(account.plan_bytes))
+    } else {
+        "plan unknown".to_string()
+    };
+    let outside = match account.prefetcher_tasks_outside_tree {
+        0 => String::new(),
+        n if n == account.prefetcher_tasks => {
+            ", the system-wide service's, outside the traced tree".to_string()
+        }
+        n => format!(", {n} of them the system-wide service's, outside the traced tree"),
+    };
     let _ = writeln!(
         out,
-        "plan {}; the prefetcher ({} tasks) read {}; the program read {} itself ({} pages, {} of them demanded, the rest read around them){}",
-        human_bytes(account.plan_bytes),
+        "{plan}; the prefetcher ({} tasks{outside}) read {}; the program read {} itself ({} pages, {} of them demanded, the rest read around them){}",
         account.prefetcher_tasks,
         human_bytes(account.prefetcher.bytes),
         human_bytes(account.program.bytes),
@@ -86,8 +109,13 @@ fn outside_the_files(out: &mut String, account: &MissAccount, top: usize) {
     if account.prefetcher_inode_loads + account.program_inode_loads > 0 {
         let _ = writeln!(
             out,
-            "lookups that waited for an inode table read: the prefetcher {}, the program {}{}",
+            "lookups that waited for an inode table read: the prefetcher {}{}, the program {}{}",
             thousands(account.prefetcher_inode_loads),
+            if account.prefetcher_tasks_outside_tree > 0 {
+                " (the trace keeps the traced tree's only, not the service's)"
+            } else {
+                ""
+            },
             thousands(account.program_inode_loads),
             inode_paths(account, top)
         );
@@ -174,7 +202,9 @@ fn files(account: &MissAccount, top: usize) -> Table {
         .take(top)
     {
         files.row(vec![
-            if f.in_plan {
+            if !account.plan_known {
+                "?".to_string()
+            } else if f.in_plan {
                 human_bytes(f.planned_pages * account.page_size)
             } else {
                 "-".to_string()
@@ -257,8 +287,10 @@ mod tests {
             run: 1,
             page_size: 4096,
             read_ahead_kb: Some(128),
+            plan_known: true,
             plan_bytes: 0,
             prefetcher_tasks: 1,
+            prefetcher_tasks_outside_tree: 0,
             prefetcher: pages(0),
             program: pages(0),
             prefetcher_in_kernel: sum(|d| d.prefetcher),
@@ -273,6 +305,70 @@ mod tests {
             processes: Vec::new(),
             files: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_start_the_service_served_without_its_plan_says_so() {
+        use coldstart_plan::misses::{FileMisses, MissReason};
+        let mut served = account(Vec::new());
+        served.plan_known = false;
+        served.prefetcher_tasks = 3;
+        served.prefetcher_tasks_outside_tree = 3;
+        served.prefetcher = pages(256);
+        served.program = pages(3);
+        served.by_reason = ByReason(vec![
+            (MissReason::BeforePrefetcher, pages(1)),
+            (MissReason::NotPrefetched, pages(2)),
+        ]);
+        served.files = vec![FileMisses {
+            path: "/lib/a.so".into(),
+            planned_pages: 0,
+            in_plan: false,
+            prefetched: pages(256),
+            program_read: pages(3),
+            by_reason: served.by_reason.clone(),
+        }];
+        let text = render(&served, 10);
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("plan "))
+            .expect("the first line");
+        assert_eq!(
+            lines[at],
+            "plan unknown; the prefetcher (3 tasks, the system-wide service's, outside the traced tree) \
+             read 1.0 MiB; the program read 12.0 KiB itself (3 pages, 0 of them demanded, the rest read around them)"
+        );
+        assert_eq!(
+            lines[at + 1],
+            "the plan is unknown (the system-wide service served this start, and the profile does not \
+             record its plan): the reasons that need it (file or page not in the plan, file changed, asked, race) are \
+             counted together as not prefetched; give the plan with --plan for them"
+        );
+        assert!(text.contains("not prefetched (plan unknown)"), "{text}");
+        let row = lines
+            .iter()
+            .find(|l| l.ends_with("/lib/a.so"))
+            .expect("the file's row");
+        assert!(row.trim_start().starts_with('?'), "{row}");
+
+        // Some of the tasks in the tree, some outside; the service's
+        // lookups are not in the trace.
+        served.prefetcher_tasks_outside_tree = 2;
+        served.prefetcher_inode_loads = 1;
+        let text = render(&served, 10);
+        assert!(
+            text.contains(
+                "(3 tasks, 2 of them the system-wide service's, outside the traced tree)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "the prefetcher 1 (the trace keeps the traced tree's only, not the service's), the program 0"
+            ),
+            "{text}"
+        );
     }
 
     fn metadata_line(account: &MissAccount) -> String {

@@ -76,6 +76,7 @@ fn timeline(files: Vec<FileTimeline>, ready_ns: Option<i64>, ended_ns: Option<i6
         ended_ns,
         files,
         processes: vec![process(100, 100, "app"), process(101, 100, "worker")],
+        prefetcher_tasks: Vec::new(),
         loader: Vec::new(),
     }
 }

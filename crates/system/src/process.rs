@@ -147,6 +147,28 @@ pub fn thread_name() -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
+/// The name (comm) of the threads that replay a plan, in whichever process
+/// replays it: the detached prefetcher of `coldstart run` and
+/// `coldstart-run`, inside the traced tree, or the system-wide service,
+/// outside it. A trace tells the prefetcher's reads from the program's by
+/// it: the kernel copies a thread's name to the threads it creates, and the
+/// recorder takes each task's name when it is created, so the workers are
+/// named before they exist. At most 15 bytes, the kernel's limit. It lives
+/// here, below both, because the replay (which links no profile reader)
+/// sets it and the profile's readers test it.
+pub const PREFETCHER_COMM: &str = "cs-prefetch";
+
+const _: () = assert!(PREFETCHER_COMM.len() <= 15);
+
+/// Whether a task of that name (comm) is the prefetcher's: the one name
+/// test every reading of a trace applies (through
+/// `coldstart_analyze::loaded::prefetcher_tasks`, which also asks a task
+/// outside the traced tree to have been created during the run by a
+/// process that was running before it).
+pub fn is_prefetcher(comm: Option<&str>) -> bool {
+    comm == Some(PREFETCHER_COMM)
+}
+
 /// Names the calling thread (the kernel keeps the first 15 bytes).
 pub fn set_thread_name(name: &str) {
     let bytes = &name.as_bytes()[..name.len().min(15)];

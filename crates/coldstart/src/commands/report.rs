@@ -7,7 +7,7 @@ use anyhow::Context;
 use coldstart_analyze as analyze;
 use coldstart_analyze::loaded::LoadedRun;
 use coldstart_plan::floor::{Device, Floor};
-use coldstart_plan::misses::{MissAccount, account};
+use coldstart_plan::misses::{MissAccount, account, account_without_plan};
 use coldstart_plan::served::{ServingPlan, serving_plan};
 use coldstart_profile::Profile;
 use coldstart_report::run::RunView;
@@ -61,20 +61,35 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let loaded = LoadedRun::load(&profile, Some(report.run.id))?;
-    let plan = match serving_plan(&loaded, args.plan.as_deref())? {
-        ServingPlan::Plan(plan) => Some(plan),
-        ServingPlan::None => None,
+    let (plan, misses) = match serving_plan(&loaded, args.plan.as_deref())? {
+        ServingPlan::Plan(plan) => {
+            let misses = account(&loaded, &plan);
+            (Some(plan), Some(misses))
+        }
+        ServingPlan::None => (None, None),
+        ServingPlan::NotRecorded { by_service } => {
+            output::step(&format!(
+                "coldstart report: run {} was served by {}, and the profile does not record the plan; \
+                 its misses are accounted without it (give the plan with --plan for every reason)",
+                loaded.id(),
+                if by_service {
+                    "the system-wide service"
+                } else {
+                    "a prefetcher whose command line names no plan"
+                }
+            ));
+            (None, Some(account_without_plan(&loaded)))
+        }
         ServingPlan::Unreadable { path, source } => {
             output::step(&format!(
                 "coldstart report: run {} was served by the plan {}, which cannot be read now ({source}); \
-                 give the plan with --plan for the miss accounting",
+                 its misses are accounted without it (give the plan with --plan for every reason)",
                 loaded.id(),
                 path.display()
             ));
-            None
+            (None, Some(account_without_plan(&loaded)))
         }
     };
-    let misses = plan.as_ref().map(|plan| account(&loaded, plan));
     let floor = match (&plan, args.bandwidth_mb_s, args.request_us) {
         (Some(plan), Some(mb_s), Some(us)) => {
             if !(mb_s > 0.0 && mb_s.is_finite() && us >= 0.0 && us.is_finite()) {
