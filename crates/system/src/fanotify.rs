@@ -1,4 +1,4 @@
-//! Learning which files are opened, and opening a file by its inode number:
+//! Learning which files are opened or executed, and opening a file by its inode number:
 //! how the tracer names the files trace events give only as device and
 //! inode. A notification-class fanotify group marked on whole filesystems
 //! hands over each open with a descriptor of the very file; for files
@@ -33,37 +33,18 @@ pub struct Opened {
 impl OpenEvents {
     /// A notification group with an unlimited queue (needs CAP_SYS_ADMIN).
     pub fn new() -> io::Result<OpenEvents> {
-        let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_UNLIMITED_QUEUE;
-        let event_flags =
-            (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME) as u32;
-        // SAFETY: no pointers; a descriptor or -1 comes back.
-        let fd = unsafe { libc::fanotify_init(flags, event_flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fanotify_init returned a fresh descriptor we own.
-        let group = unsafe { OwnedFd::from_raw_fd(fd) };
+        let group = notification_group(libc::FAN_UNLIMITED_QUEUE)?;
         Ok(OpenEvents { group })
     }
 
     /// Reports opens and execs anywhere on the filesystem mounted at `mount`.
     pub fn watch_filesystem(&self, mount: &Path) -> io::Result<()> {
-        let path = CString::new(mount.as_os_str().as_bytes())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: our group's descriptor and a NUL-terminated path.
-        let rc = unsafe {
-            libc::fanotify_mark(
-                self.group.as_raw_fd(),
-                libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
-                libc::FAN_OPEN | libc::FAN_OPEN_EXEC,
-                libc::AT_FDCWD,
-                path.as_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        mark(
+            &self.group,
+            libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+            libc::FAN_OPEN | libc::FAN_OPEN_EXEC,
+            mount,
+        )
     }
 
     /// Waits up to `timeout_ms` for events; whether some are queued.
@@ -83,27 +64,135 @@ impl OpenEvents {
     /// Ok(0) or an error when nothing could be read.
     pub fn read(&self, buffer: &mut [u8], mut each: impl FnMut(Opened)) -> io::Result<usize> {
         let n = rustix::io::read(&self.group, &mut *buffer)?;
-        let mut bytes = &buffer[..n];
-        let header = std::mem::size_of::<libc::fanotify_event_metadata>();
-        while bytes.len() >= header {
-            // SAFETY: at least one header's worth of bytes; read_unaligned
-            // copes with any alignment.
-            let meta: libc::fanotify_event_metadata =
-                unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
-            let len = meta.event_len as usize;
-            if len < header || len > bytes.len() {
-                break;
+        for_each_event(&buffer[..n], |_, file, pid| {
+            if let Some(file) = file {
+                each(Opened { file, pid });
             }
-            if meta.fd >= 0 {
-                // SAFETY: the kernel handed us this descriptor with the event.
-                let fd = unsafe { OwnedFd::from_raw_fd(meta.fd) };
-                each(Opened {
-                    file: File::from(fd),
-                    pid: meta.pid,
-                });
-            }
-            bytes = &bytes[len..];
+        });
+        Ok(n)
+    }
+}
+
+/// A new notification-class fanotify group with `extra` init flags; events
+/// carry read-only, O_NOATIME descriptors.
+fn notification_group(extra: libc::c_uint) -> io::Result<OwnedFd> {
+    let flags = libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | extra;
+    let event_flags =
+        (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC | libc::O_NOATIME) as u32;
+    // SAFETY: no pointers; a descriptor or -1 comes back.
+    let fd = unsafe { libc::fanotify_init(flags, event_flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fanotify_init returned a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// fanotify_mark of `path` in `group`.
+fn mark(group: &OwnedFd, flags: libc::c_uint, mask: u64, path: &Path) -> io::Result<()> {
+    let path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: our group's descriptor and a NUL-terminated path.
+    let rc = unsafe {
+        libc::fanotify_mark(
+            group.as_raw_fd(),
+            flags,
+            mask,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Hands each event in `bytes` (what a read of a group returned) to
+/// `each`: its mask, its descriptor (owned from here on) and its pid.
+fn for_each_event(mut bytes: &[u8], mut each: impl FnMut(u64, Option<File>, i32)) {
+    let header = std::mem::size_of::<libc::fanotify_event_metadata>();
+    while bytes.len() >= header {
+        // SAFETY: at least one header's worth of bytes; read_unaligned
+        // copes with any alignment.
+        let meta: libc::fanotify_event_metadata =
+            unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
+        let len = meta.event_len as usize;
+        if len < header || len > bytes.len() {
+            break;
         }
+        let file = (meta.fd >= 0).then(|| {
+            // SAFETY: the kernel handed us this descriptor with the event.
+            File::from(unsafe { OwnedFd::from_raw_fd(meta.fd) })
+        });
+        each(meta.mask, file, meta.pid);
+        bytes = &bytes[len..];
+    }
+}
+
+/// A fanotify group told of execs of the files marked in it, and of nothing
+/// else: a program nobody marked pays nothing for it. Notification class,
+/// so an exec never waits for the listener, and a bounded queue, so a
+/// listener that stops reading costs the kernel a fixed amount of memory
+/// (the kernel then drops events and queues one overflow event instead).
+#[derive(Debug)]
+pub struct ExecEvents {
+    group: OwnedFd,
+}
+
+/// What an [`ExecEvents`] group reported.
+#[derive(Debug)]
+pub enum ExecEvent {
+    /// Process `pid` (its tgid) is executing `file`, opened again for us
+    /// (read-only, O_NOATIME).
+    Exec { file: File, pid: i32 },
+    /// The queue was full: execs were missed.
+    Overflow,
+}
+
+impl ExecEvents {
+    /// A notification group with the kernel's default queue limit (needs
+    /// CAP_SYS_ADMIN).
+    pub fn new() -> io::Result<ExecEvents> {
+        let group = notification_group(libc::FAN_NONBLOCK)?;
+        Ok(ExecEvents { group })
+    }
+
+    /// Reports every exec of the inode `path` names now (symbolic links
+    /// followed); a file later put at that path is not marked.
+    pub fn mark(&self, path: &Path) -> io::Result<()> {
+        self.change_mark(libc::FAN_MARK_ADD, path)
+    }
+
+    /// Stops reporting execs of the inode `path` names now.
+    pub fn unmark(&self, path: &Path) -> io::Result<()> {
+        self.change_mark(libc::FAN_MARK_REMOVE, path)
+    }
+
+    fn change_mark(&self, action: libc::c_uint, path: &Path) -> io::Result<()> {
+        mark(&self.group, action, libc::FAN_OPEN_EXEC, path)
+    }
+
+    /// The group's descriptor, to poll beside others.
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.group.as_fd()
+    }
+
+    /// Reads what is queued and hands each event to `each`; Ok(0) when
+    /// nothing was.
+    pub fn read(&self, buffer: &mut [u8], mut each: impl FnMut(ExecEvent)) -> io::Result<usize> {
+        let n = match rustix::io::read(&self.group, &mut *buffer) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::AGAIN) => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        for_each_event(&buffer[..n], |mask, file, pid| {
+            if mask & libc::FAN_Q_OVERFLOW != 0 {
+                each(ExecEvent::Overflow);
+            } else if let Some(file) = file {
+                each(ExecEvent::Exec { file, pid });
+            }
+        });
         Ok(n)
     }
 }

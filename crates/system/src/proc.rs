@@ -349,6 +349,123 @@ fn trim_leading_spaces(bytes: &[u8]) -> &[u8] {
     &bytes[start..]
 }
 
+/// What a process's stat and io files say of its work so far, its reaped
+/// descendants' included (the kernel adds a child's figures to its parent
+/// when the parent reaps it): the figures a service compares between
+/// starts without tracing them. Summed over the live processes of a tree,
+/// each exited and reaped member is counted once, in its parent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// User and system CPU time of every thread and reaped descendant, in
+    /// clock ticks (utime + stime + cutime + cstime of /proc/PID/stat).
+    pub cpu_ticks: u64,
+    /// Page faults that had to wait for a read (majflt + cmajflt).
+    pub major_faults: u64,
+    /// Bytes this process had fetched from storage (read_bytes of
+    /// /proc/PID/io; 0 when that file is not readable).
+    pub read_bytes: u64,
+}
+
+/// The usage of process `pid` so far, or `None` when it is gone.
+pub fn usage(pid: i32) -> Option<Usage> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut usage = parse_stat_usage(&stat)?;
+    if let Ok(io) = fs::read_to_string(format!("/proc/{pid}/io")) {
+        usage.read_bytes = parse_io_read_bytes(&io).unwrap_or(0);
+    }
+    Some(usage)
+}
+
+/// majflt and cmajflt (fields 12, 13), utime, stime, cutime and cstime
+/// (14-17) of a stat line.
+fn parse_stat_usage(stat: &str) -> Option<Usage> {
+    let field = |n: usize| parse_stat_field(stat, n);
+    Some(Usage {
+        cpu_ticks: field(14)? + field(15)? + field(16)? + field(17)?,
+        major_faults: field(12)? + field(13)?,
+        read_bytes: 0,
+    })
+}
+
+fn parse_io_read_bytes(io: &str) -> Option<u64> {
+    io.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Where process `pid`'s environment starts in its memory (field 50 of
+/// /proc/PID/stat; shown to a reader that may trace the process, as root
+/// may): a new value once an exec installed the new program's memory,
+/// with the stack's address randomized; 0 between the new memory and its
+/// environment being set up. `None` when the process is gone.
+pub fn environment_start(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_field(&stat, 50)
+}
+
+/// Field `n` (numbered from 1, as proc(5) does; from 3 on) of a stat line.
+fn parse_stat_field(stat: &str, n: usize) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// The children of every thread of process `pid` (/proc/PID/task/TID/children).
+pub fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    children
+}
+
+/// The value of variable `name` in the environment process `pid` has now
+/// (/proc/PID/environ: what the program was started with, set once exec
+/// completed). `Ok(None)` when it is not set; an error when the file is
+/// unreadable or still empty (the process is mid-exec, or a kernel thread).
+pub fn environment_variable(pid: i32, name: &str) -> io::Result<Option<String>> {
+    let bytes = fs::read(format!("/proc/{pid}/environ"))?;
+    if bytes.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the environment is empty (mid-exec)",
+        ));
+    }
+    Ok(find_variable(&bytes, name))
+}
+
+fn find_variable(environ: &[u8], name: &str) -> Option<String> {
+    environ.split(|&b| b == 0).find_map(|entry| {
+        let value = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        Some(String::from_utf8_lossy(value).into_owned())
+    })
+}
+
+/// Memory pressure: the share of the last 10 seconds in which some task
+/// waited for memory (the `some avg10` of /proc/pressure/memory), in
+/// percent; `None` without PSI.
+pub fn memory_pressure_avg10() -> Option<f64> {
+    let text = fs::read_to_string("/proc/pressure/memory").ok()?;
+    parse_pressure_some_avg10(&text)
+}
+
+fn parse_pressure_some_avg10(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("avg10="))?
+        .parse()
+        .ok()
+}
+
 /// A /proc/meminfo figure in bytes, e.g. `meminfo_bytes("MemTotal")`.
 pub fn meminfo_bytes(field: &str) -> Option<u64> {
     let text = fs::read_to_string("/proc/meminfo").ok()?;
@@ -421,6 +538,41 @@ mod tests {
             parse_filesystem_credentials("Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\n"),
             None
         );
+    }
+
+    #[test]
+    fn stat_usage_adds_the_reaped_children_after_a_comm_with_spaces() {
+        // A line of a process named "a) b" (fields 12-17: 7, 1, 30, 12, 5, 3).
+        let stat =
+            "4242 (a) b) S 1 4242 4242 0 -1 4194304 900 0 7 1 30 12 5 3 20 0 1 0 123 1000 50";
+        assert_eq!(
+            parse_stat_usage(stat),
+            Some(Usage {
+                cpu_ticks: 50,
+                major_faults: 8,
+                read_bytes: 0
+            })
+        );
+        assert_eq!(parse_stat_usage("4242 (x) S 1"), None);
+        // A whole line: arg_start, arg_end, env_start, env_end are 48-51.
+        let line = "7 (sh) S 1 7 7 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 50 2000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 94000 94100 95000 140720000 140720100 140720100 140720200 0";
+        assert_eq!(parse_stat_field(line, 48), Some(140720000));
+        assert_eq!(parse_stat_field(line, 50), Some(140720100));
+        assert_eq!(parse_stat_field(line, 2), None);
+    }
+
+    #[test]
+    fn io_environ_and_pressure_lines_parse() {
+        let io = "rchar: 10\nwchar: 0\nsyscr: 1\nsyscw: 0\nread_bytes: 8192\nwrite_bytes: 0\n";
+        assert_eq!(parse_io_read_bytes(io), Some(8192));
+        let environ = b"PATH=/bin\0COLDSTART_SERVE=0\0COLDSTART_SERVED=1\0";
+        assert_eq!(
+            find_variable(environ, "COLDSTART_SERVE").as_deref(),
+            Some("0")
+        );
+        assert_eq!(find_variable(environ, "HOME"), None);
+        let pressure = "some avg10=1.50 avg60=0.20 avg300=0.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure_some_avg10(pressure), Some(1.5));
     }
 
     #[test]
