@@ -88,6 +88,12 @@ pub enum Command {
     /// Build the bundled sample application and run coldstart on it
     #[command(after_help = DEMO_EXAMPLES, long_about = DEMO_LONG)]
     Demo(DemoArgs),
+    /// Run the system-wide service that prefetches every start of a planned program
+    #[command(after_help = SERVE_EXAMPLES, long_about = SERVE_LONG)]
+    Serve(ServeArgs),
+    /// What the service knows: programs, plans, starts, measured gain
+    #[command(after_help = STATUS_EXAMPLES, long_about = STATUS_LONG)]
+    Status(StatusArgs),
     /// Print a shell completion script
     Completions {
         /// Shell to complete for
@@ -1105,4 +1111,107 @@ mod tests {
             "{help}"
         );
     }
+}
+
+const SERVE_LONG: &str = "\
+Run the service that notices every start of a program it holds a plan for and \
+replays the plan beside it, with no wrapper and no change to how the program is \
+started. It runs in the foreground (the systemd unit runs it) as root, and keeps \
+its state (programs, plans, the starts it saw) in --state.
+
+It is told of an exec of a planned executable by fanotify (notification events on \
+those files only: other programs' execs cost nothing and no exec ever waits for \
+it), waits for the exec to complete, and then replays the plan as the user who \
+started the program, so a file that user cannot read is not read. A start whose \
+environment has COLDSTART_SERVE=0 is never served, and a share of starts \
+(--hold-out) is held out at random: the service compares the time to the end of \
+served and held-out cold starts, and switches a plan off when its served starts \
+are not faster. The end of a start is when its process tree falls quiet (less \
+than a fifth of a CPU, little read) for the program's quiet time, its first \
+process exits, or the cap.
+
+`coldstart serve install PLAN --program EXE` gives the service a plan made with \
+`coldstart plan`; a running service picks it up at once. `coldstart serve forget \
+EXE` removes a program. The service does not yet learn plans from ordinary starts.";
+
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  sudo coldstart plan ff.db -o ff.plan
+  sudo coldstart serve install ff.plan --program /usr/bin/firefox-esr
+  sudo coldstart serve
+  sudo coldstart serve --state /tmp/cs-state --hold-out 20
+  coldstart status";
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    pub action: Option<ServeAction>,
+
+    /// The service's state directory
+    #[arg(long, value_name = "DIR", default_value = coldstart_serve::state::DEFAULT_STATE_DIR, global = true)]
+    pub state: PathBuf,
+
+    /// Percent of starts held out at random (not served), to measure plans against
+    #[arg(long, value_name = "PERCENT", default_value_t = coldstart_serve::service::DEFAULT_HOLD_OUT_PERCENT,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub hold_out: u32,
+
+    /// Refuse plans larger than this many MiB
+    #[arg(long, value_name = "MIB", default_value_t = coldstart_serve::admit::DEFAULT_MAX_PLAN_BYTES >> 20, global = true)]
+    pub max_plan_mb: u64,
+
+    /// Starts followed at once; a start beyond them is not served
+    #[arg(long, value_name = "N", default_value_t = coldstart_serve::service::DEFAULT_MAX_STARTS)]
+    pub max_starts: usize,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ServeAction {
+    /// Give the service a plan for an executable (replacing its plan and record)
+    Install {
+        /// The plan, from `coldstart plan`
+        #[arg(value_name = "PLAN")]
+        plan: PathBuf,
+        /// The executable it is for (symbolic links are resolved)
+        #[arg(long, value_name = "EXE")]
+        program: PathBuf,
+        /// A start is over when its process tree was quiet this long
+        #[arg(long, value_name = "MS", default_value_t = coldstart_serve::install::DEFAULT_QUIET_MS)]
+        quiet_ms: u64,
+        /// A start is over this long after its exec at the latest
+        #[arg(long, value_name = "MS", default_value_t = coldstart_serve::install::DEFAULT_CAP_MS)]
+        cap_ms: u64,
+    },
+    /// Remove a program, its plan and its record
+    Forget {
+        /// The executable, or the program's id as `coldstart status` shows it
+        #[arg(value_name = "EXE|ID")]
+        program: String,
+    },
+}
+
+const STATUS_LONG: &str = "\
+Show what the service knows, per program: the executable, whether it is served, \
+switched off or stale (the executable changed since its plan was made), the plan's \
+size, the starts seen, served, held out and opted out, the median time to the end \
+of a cold served and held-out start, and the gain with its 95% interval. Read from \
+the state directory: it answers whether the service runs or not. docs/serve.md \
+documents every field of --json.";
+
+const STATUS_EXAMPLES: &str = "\
+Examples:
+  coldstart status
+  coldstart status --json | jq '.programs[] | {exe, state, starts_served}'
+  coldstart status --state /tmp/cs-state";
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The service's state directory
+    #[arg(long, value_name = "DIR", default_value = coldstart_serve::state::DEFAULT_STATE_DIR)]
+    pub state: PathBuf,
+
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
 }

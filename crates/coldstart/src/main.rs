@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         args::Command::Run(a) => commands::run::run(&a),
         args::Command::Bench(a) => commands::bench::run(&a),
         args::Command::Demo(a) => commands::demo::run(&a),
+        args::Command::Serve(a) => commands::serve::run(&a),
+        args::Command::Status(a) => commands::serve::status(&a),
         args::Command::Completions { shell } => commands::completions(shell),
         args::Command::Manpage => commands::manpage(),
     };

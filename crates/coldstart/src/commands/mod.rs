@@ -13,6 +13,7 @@ pub mod report;
 pub mod run;
 pub mod runs;
 pub mod runtime;
+pub mod serve;
 pub mod simulate;
 pub mod trace;
 

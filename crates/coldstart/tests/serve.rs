@@ -1,0 +1,424 @@
+//! `coldstart serve` end to end (root): the service runs from a temporary
+//! state directory, a plan is installed for a test program, and the program
+//! is started plainly, with no wrapper. Oracles: the program's own record
+//! of which pages were cached before it read them (mincore in the
+//! program), and mincore of the data file afterwards from this process.
+
+use coldstart_testkit::{
+    cold_file, copy_executable, resident_pages, run_ok, skip, world_readable_temp_dir,
+};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Pages of the data file the plans plan: [0, 8) and [32, 40).
+const PLANNED: [(u64, u64); 2] = [(0, 8), (32, 8)];
+const DATA_PAGES: u64 = 64;
+/// How long the program works before it reads: the service's time to
+/// serve it, as a real program's first milliseconds are.
+const DELAY_MS: &str = "300";
+
+/// Serve tests start services and programs of their own and evict one
+/// file; one at a time keeps their counts apart.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+}
+
+/// A test's world: a directory with the program, its data file and a plan.
+struct Setup {
+    dir: tempfile::TempDir,
+    program: PathBuf,
+    data: PathBuf,
+    plan: PathBuf,
+    state: PathBuf,
+}
+
+fn setup() -> Option<Setup> {
+    if !coldstart_system::launch::is_root() {
+        skip("coldstart serve needs root (fanotify)");
+        return None;
+    }
+    let dir = world_readable_temp_dir("coldstart-serve-test");
+    let program = dir.path().join("served_start");
+    build_fixture(&program);
+    let data = dir.path().join("data.bin");
+    cold_file(&data, DATA_PAGES, page_size());
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let plan = dir.path().join("data.plan");
+    write_plan(&plan, &[&data]);
+    let state = dir.path().join("state");
+    Some(Setup {
+        dir,
+        program,
+        data,
+        plan,
+        state,
+    })
+}
+
+fn build_fixture(out: &Path) {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/served_start.c");
+    let built = out.with_extension("build");
+    run_ok(
+        Command::new("cc")
+            .args(["-O1", "-o"])
+            .arg(&built)
+            .arg(source),
+    );
+    copy_executable(&built, out);
+}
+
+/// A plan of the [`PLANNED`] pages of each file.
+fn write_plan(plan: &Path, files: &[&Path]) {
+    let mut text = String::from("coldstart-plan 2\npage-size 4096\n");
+    text.push_str("source profile=test.db runs=1 min-runs=1 merge-gap-pages=0 max-extent-pages=1024 max-bytes=- pages-from=demand\n");
+    for (i, file) in files.iter().enumerate() {
+        let meta = std::fs::metadata(file).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let mtime = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        text.push_str(&format!(
+            "file {i} size={} mtime={mtime} build-id=- {}\n",
+            meta.len(),
+            file.display()
+        ));
+    }
+    for i in 0..files.len() {
+        for (page, pages) in PLANNED {
+            text.push_str(&format!("extent {i} {page}+{pages} need=0.000000ms\n"));
+        }
+    }
+    std::fs::write(plan, text).unwrap();
+}
+
+/// `coldstart serve install` of the setup's plan for its program.
+fn install_command(s: &Setup) -> Command {
+    let mut command = coldstart();
+    command
+        .args(["serve", "install"])
+        .arg(&s.plan)
+        .arg("--program")
+        .arg(&s.program)
+        .arg("--state")
+        .arg(&s.state)
+        .args(["--quiet-ms", "200"]);
+    command
+}
+
+fn install(s: &Setup) {
+    run_ok(&mut install_command(s));
+}
+
+/// A running `coldstart serve`, killed by its pid when dropped; its stderr
+/// lines collected.
+struct Service {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Service {
+    fn start(state: &Path, hold_out: &str) -> Service {
+        let mut child = coldstart()
+            .args(["serve", "--hold-out", hold_out, "--state"])
+            .arg(state)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("coldstart serve starts");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let collected = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                collected.lock().unwrap().push(line);
+            }
+        });
+        let service = Service { child, lines };
+        service.wait_for("serving 1 program");
+        service
+    }
+
+    /// Waits until a line holding `text` was said; panics after 20 s.
+    fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(line) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {
+                return line.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the service never said {text:?}; it said:\n{}",
+                self.lines.lock().unwrap().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn said(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    fn signal(&self, signal: i32) {
+        // SAFETY: a signal to our own child, by its pid.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        self.signal(libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// Evicts the data file, starts the program plainly (with `env` set) and
+/// returns its record: (page, was resident) per page read.
+fn start_program(s: &Setup, env: &[(&str, &str)], pages: &[u64]) -> Vec<(u64, bool)> {
+    evict(&s.data);
+    let mut command = Command::new(&s.program);
+    command.arg(DELAY_MS).arg(&s.data);
+    command.args(pages.iter().map(u64::to_string));
+    command.envs(env.iter().copied());
+    let output = run_with_deadline(&mut command, Duration::from_secs(30));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next()? == "page").then_some(())?;
+            let page = f.next()?.parse().ok()?;
+            Some((page, f.next()? == "resident"))
+        })
+        .collect()
+}
+
+/// Runs a command that must succeed within `deadline` (killed by its pid
+/// otherwise, and the test fails).
+fn run_with_deadline(command: &mut Command, deadline: Duration) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the program starts");
+    let until = Instant::now() + deadline;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            // SAFETY: a signal to our own child, by its pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("{command:?} did not finish within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{command:?}: {output:?}");
+    output
+}
+
+fn evict(path: &Path) {
+    let file = std::fs::File::open(path).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain fadvise on our own descriptor.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    assert_eq!(
+        resident_pages(path),
+        Vec::<u64>::new(),
+        "{} evicted",
+        path.display()
+    );
+}
+
+fn planned_pages() -> Vec<u64> {
+    PLANNED.iter().flat_map(|&(p, n)| p..p + n).collect()
+}
+
+fn status(state: &Path) -> Value {
+    let output = run_ok(coldstart().args(["status", "--json", "--state"]).arg(state));
+    serde_json::from_slice(&output.stdout).expect("status --json is JSON")
+}
+
+/// The one program's status entry.
+fn program_status(state: &Path) -> Value {
+    let status = status(state);
+    assert_eq!(
+        status["programs"].as_array().map(Vec::len),
+        Some(1),
+        "{status}"
+    );
+    status["programs"][0].clone()
+}
+
+/// Waits until the status counts `n` starts seen (the service writes a
+/// start's record once the start is over).
+fn wait_for_starts(state: &Path, n: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let program = program_status(state);
+        if program["starts_seen"].as_u64() == Some(n) {
+            return program;
+        }
+        assert!(Instant::now() < deadline, "never {n} starts: {program}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_plain_start_is_served_and_an_opted_out_one_is_not() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    let service = Service::start(&s.state, "0");
+
+    // Served: the pages it planned were cached before the program read them;
+    // page 20, not planned, was not.
+    let record = start_program(&s, &[], &[0, 5, 33, 20]);
+    assert_eq!(
+        record,
+        vec![(0, true), (5, true), (33, true), (20, false)],
+        "the service said:\n{}",
+        service.said()
+    );
+    let program = wait_for_starts(&s.state, 1);
+    assert_eq!(program["starts_served"], 1, "{program}");
+    assert_eq!(program["state"], "serving");
+    // Exactly the plan and the page the program read are resident.
+    let mut expected = planned_pages();
+    expected.push(20);
+    expected.sort_unstable();
+    assert_eq!(resident_pages(&s.data), expected);
+    let line = service.wait_for("): served;");
+    assert!(line.contains("the first"), "{line}");
+
+    // Opted out: nothing read for it.
+    let record = start_program(&s, &[("COLDSTART_SERVE", "0")], &[0, 33]);
+    assert_eq!(record, vec![(0, false), (33, false)], "{}", service.said());
+    let program = wait_for_starts(&s.state, 2);
+    assert_eq!(program["starts_opted_out"], 1, "{program}");
+    assert_eq!(resident_pages(&s.data), vec![0, 33]);
+    drop(s.dir);
+}
+
+#[test]
+fn held_out_starts_are_not_served_and_counted() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    let service = Service::start(&s.state, "100");
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, false), (33, false)], "{}", service.said());
+    let program = wait_for_starts(&s.state, 1);
+    assert_eq!(program["starts_held_out"], 1, "{program}");
+    assert_eq!(program["starts_served"], 0, "{program}");
+    assert_eq!(resident_pages(&s.data), vec![0, 33]);
+}
+
+#[test]
+fn a_stopped_or_killed_service_never_keeps_a_program_from_starting() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    let service = Service::start(&s.state, "0");
+    service.signal(libc::SIGSTOP);
+    // The exec is not held: the program runs and reads its pages itself.
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, false), (33, false)]);
+    service.signal(libc::SIGCONT);
+    service.signal(libc::SIGKILL);
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, false), (33, false)]);
+}
+
+#[test]
+fn files_the_starting_user_cannot_read_are_not_read_for_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    // The plan also names a file only root may read.
+    let private = s.dir.path().join("private.bin");
+    cold_file(&private, DATA_PAGES, page_size());
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    write_plan(&s.plan, &[&s.data, &private]);
+    install(&s);
+    let service = Service::start(&s.state, "0");
+    evict(&private);
+    evict(&s.data);
+    let output = run_with_deadline(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&s.program)
+            .arg(DELAY_MS)
+            .arg(&s.data)
+            .args(["0", "33"]),
+        Duration::from_secs(30),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("page 0 resident") && stdout.contains("page 33 resident"),
+        "{stdout}\n{}",
+        service.said()
+    );
+    wait_for_starts(&s.state, 1);
+    assert_eq!(
+        resident_pages(&private),
+        Vec::<u64>::new(),
+        "a file nobody may not read was read for nobody's start"
+    );
+    assert!(
+        service.said().contains("not readable by this user"),
+        "{}",
+        service.said()
+    );
+}
+
+#[test]
+fn a_changed_executable_is_not_served_its_old_plan() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    let service = Service::start(&s.state, "0");
+    // An upgrade: a new file renamed over the old, larger by a note.
+    let next = s.dir.path().join("served_start.next");
+    std::fs::copy(&s.program, &next).unwrap();
+    let mut bytes = std::fs::read(&next).unwrap();
+    bytes.extend_from_slice(&[0u8; 4096]);
+    std::fs::write(&next, bytes).unwrap();
+    std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&next, &s.program).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while program_status(&s.state)["state"] != "stale" {
+        assert!(Instant::now() < deadline, "{}", service.said());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let program = program_status(&s.state);
+    assert!(
+        program["why"].as_str().unwrap_or("").contains("changed"),
+        "{program}"
+    );
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, false), (33, false)], "{}", service.said());
+}
+
+#[test]
+fn a_hostile_plan_is_refused_with_its_reason() {
+    let Some(s) = setup() else { return };
+    std::fs::write(
+        &s.plan,
+        "coldstart-plan 2\npage-size 4096\nsource profile=x runs=1 min-runs=1 merge-gap-pages=0 max-extent-pages=1 max-bytes=- pages-from=demand\nfile 0 size=1099511627776 mtime=- build-id=- /proc/self/mem\nextent 0 0+1 need=0ms\n",
+    )
+    .unwrap();
+    let output = install_command(&s).output().unwrap();
+    assert!(!output.status.success());
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("under /proc"), "{said}");
+    assert!(said.contains(&s.plan.display().to_string()), "{said}");
+}

@@ -1,0 +1,388 @@
+//! One start of a planned program, from the exec event to its end.
+//!
+//! 1. At the event, before the program runs, the share of the executable's
+//!    planned pages already cached is sampled: the start is cold or not.
+//!    (Only the executable is sampled, through the descriptor the event
+//!    carries: opening the plan's other files would read their inodes from
+//!    the disk for the program, serving a start meant to be held out.)
+//! 2. The exec completes: /proc/PID/exe names the executable and the new
+//!    environment is readable, so COLDSTART_SERVE=0 is seen however the
+//!    program was started. (fanotify tells of the exec while the old
+//!    program's memory, environment included, is still the process's.)
+//! 3. The start is served, held out at random, opted out, or not served
+//!    because memory is short or enough starts are being served.
+//! 4. A served start's plan is replayed on threads named like every
+//!    coldstart prefetcher, as the user the program runs as.
+//! 5. The process tree is sampled until it falls quiet, its first process
+//!    exits, or the cap; the replay is stopped there if still going.
+
+use crate::state::{EndedBy, Outcome, Program, StartRecord};
+use coldstart_prefetch::Plan;
+use coldstart_prefetch::replay::{
+    self, DEFAULT_WINDOW_BYTES, Method, PREFETCHER_COMM, ReplayOptions, ReplayReport,
+};
+use coldstart_system::cache;
+use coldstart_system::credentials::Credentials;
+use coldstart_system::identity::Inode;
+use coldstart_system::launch::monotonic_ns;
+use coldstart_system::proc::{self, Usage};
+use std::collections::HashSet;
+use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+/// The variable a start's environment sets to 0 not to be served.
+pub const OPT_OUT_VARIABLE: &str = "COLDSTART_SERVE";
+
+/// How long the exec may take to complete before the start is given up.
+const EXEC_DEADLINE: Duration = Duration::from_secs(2);
+
+/// How long a process may stay as it was at the event before its exec is
+/// taken as completed already.
+const EXEC_SETTLE: Duration = Duration::from_millis(20);
+
+/// How often the exec's completion is checked (a check reads two small
+/// /proc files).
+const EXEC_POLL: Duration = Duration::from_micros(50);
+
+/// How often the process tree is sampled while it starts.
+const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The executable's pages sampled for the residency at the exec.
+const SAMPLED_PAGES: u64 = 256;
+
+/// Memory a served start leaves available at least, beyond its plan.
+const KEEP_AVAILABLE: u64 = 256 << 20;
+
+/// Memory pressure (PSI some avg10, percent) above which nothing is served.
+const MAX_PRESSURE: f64 = 10.0;
+
+/// What a start needs from the service.
+pub struct StartContext {
+    pub program: Program,
+    pub plan: Arc<Plan>,
+    /// The executable's inode, as the event handed it over.
+    pub planned: Inode,
+    /// The process as the event found it.
+    pub before: Before,
+    /// The executable, as the event opened it.
+    pub exe_file: File,
+    pub pid: i32,
+    /// The event was read, CLOCK_MONOTONIC.
+    pub seen_ns: i64,
+    pub hold_out_percent: u32,
+    /// False when as many starts are being served as allowed.
+    pub may_serve: bool,
+}
+
+/// Follows one start to its end; `None` when the process was gone (or
+/// never completed its exec) before the start could be judged.
+pub fn follow(context: StartContext, stopping: &AtomicBool) -> Option<StartRecord> {
+    let at_unix_ms = unix_ms();
+    let resident_share = resident_share(&context);
+    // While the exec completes: what memory allows does not depend on it.
+    let short = memory_short(context.plan.bytes());
+    let opted_out = wait_for_exec(&context)?;
+    let outcome = decide(&context, opted_out, short);
+    let credentials = Credentials::of_process(context.pid).ok();
+    let uid = credentials.as_ref().map(|c| c.uid);
+    let replay_stop = Arc::new(AtomicBool::new(false));
+    let first_request_ns = Arc::new(AtomicI64::new(0));
+    let replay = (outcome == Outcome::Served)
+        .then(|| {
+            spawn_replay(
+                Arc::clone(&context.plan),
+                credentials,
+                Arc::clone(&replay_stop),
+                Arc::clone(&first_request_ns),
+            )
+        })
+        .flatten();
+    let end = watch_tree(&context, stopping);
+    replay_stop.store(true, Ordering::Release);
+    let report: Option<ReplayReport> = replay.and_then(|thread| thread.join().ok());
+    let first = first_request_ns.load(Ordering::Acquire);
+    Some(StartRecord {
+        at_unix_ms,
+        pid: context.pid,
+        uid,
+        outcome,
+        ended_by: end.by,
+        end_ms: (end.at_ns - context.seen_ns) as f64 / 1e6,
+        resident_share,
+        program_read_bytes: end.read_bytes,
+        prefetch_bytes: report.as_ref().map_or(0, |r| r.bytes_requested),
+        first_request_us: (first > 0).then(|| (first - context.seen_ns) as f64 / 1e3),
+        skipped_files: report
+            .map(|r| {
+                r.files_skipped
+                    .iter()
+                    .take(5)
+                    .map(|s| format!("{}: {}", s.path, s.reason))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
+}
+
+/// The share of the executable's planned pages (a sample of at most
+/// [`SAMPLED_PAGES`] of them) resident now; 0 when the plan plans none of it.
+fn resident_share(context: &StartContext) -> f64 {
+    let exe_path = std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&context.exe_file)
+    ))
+    .ok();
+    let plan = &context.plan;
+    let Some(index) = plan
+        .files
+        .iter()
+        .position(|f| exe_path.as_deref() == Some(std::path::Path::new(&f.path)))
+    else {
+        return 0.0;
+    };
+    let pages: Vec<u64> = plan
+        .extents
+        .iter()
+        .filter(|e| e.file == index)
+        .flat_map(|e| e.page..e.page + e.pages)
+        .collect();
+    if pages.is_empty() {
+        return 0.0;
+    }
+    let step = (pages.len() as u64).div_ceil(SAMPLED_PAGES).max(1) as usize;
+    let (mut sampled, mut resident) = (0u64, 0u64);
+    for &page in pages.iter().step_by(step) {
+        sampled += 1;
+        if let Ok(Some(1)) =
+            cache::cached_pages_in(&context.exe_file, page * plan.page_size, plan.page_size)
+        {
+            resident += 1;
+        }
+    }
+    resident as f64 / sampled as f64
+}
+
+/// What the process was when the event was read: an exec in progress
+/// leaves both as they were until the new program's memory is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Before {
+    exe: Option<Inode>,
+    environment_start: Option<u64>,
+}
+
+impl Before {
+    pub fn snapshot(pid: i32) -> Before {
+        Before {
+            exe: Inode::of_path(&exe_link(pid)),
+            environment_start: proc::environment_start(pid),
+        }
+    }
+}
+
+fn exe_link(pid: i32) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/proc/{pid}/exe"))
+}
+
+/// Waits until the exec completed and the new environment is readable;
+/// whether it opts out. The exec completed once /proc/PID/exe is the
+/// planned file (an executable; a parent running that same file, whose
+/// exec is still under way, is taken for completed: its environment is
+/// the one read), or once the process's memory is new (its
+/// environment's address moved from the snapshot's and is set, the stack
+/// being randomized) or its executable another file (a script's
+/// interpreter). A script whose exec completed before the snapshot was
+/// taken moves nothing: after [`EXEC_SETTLE`] it is taken as completed.
+/// `None` when the process is gone or the exec never completes (it failed).
+fn wait_for_exec(context: &StartContext) -> Option<bool> {
+    let started = monotonic_ns();
+    let deadline = started + EXEC_DEADLINE.as_nanos() as i64;
+    let settle = started + EXEC_SETTLE.as_nanos() as i64;
+    let before = context.before;
+    loop {
+        let now = Before::snapshot(context.pid);
+        if now.exe.is_none() && !proc::process_exists(context.pid) {
+            return None;
+        }
+        let set_up = now.environment_start.is_some_and(|start| start != 0);
+        let planned = now.exe == Some(context.planned);
+        let moved = now.environment_start != before.environment_start || now.exe != before.exe;
+        let settled = monotonic_ns() > settle && now == before;
+        if set_up && (planned || moved || settled) {
+            match proc::environment_variable(context.pid, OPT_OUT_VARIABLE) {
+                Ok(value) => return Some(value.as_deref() == Some("0")),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return None,
+            }
+        }
+        if monotonic_ns() > deadline {
+            return None;
+        }
+        std::thread::sleep(EXEC_POLL);
+    }
+}
+
+/// Whether to serve the start, in this order: opted out, held out,
+/// memory short, busy, served.
+fn decide(context: &StartContext, opted_out: bool, memory_short: bool) -> Outcome {
+    if opted_out {
+        return Outcome::OptedOut;
+    }
+    if held_out(context.hold_out_percent, context.pid) {
+        return Outcome::HeldOut;
+    }
+    if memory_short {
+        return Outcome::MemoryShort;
+    }
+    if !context.may_serve {
+        return Outcome::Busy;
+    }
+    Outcome::Served
+}
+
+/// A draw of `percent` in a hundred, seeded per process by std.
+fn held_out(percent: u32, pid: i32) -> bool {
+    let draw = RandomState::new().hash_one((monotonic_ns(), pid)) % 10_000;
+    draw < u64::from(percent.min(100)) * 100
+}
+
+/// Whether reading `plan_bytes` now would press on memory: less than the
+/// plan and [`KEEP_AVAILABLE`] available, or tasks already waiting for
+/// memory ([`MAX_PRESSURE`]).
+fn memory_short(plan_bytes: u64) -> bool {
+    let available = proc::meminfo_bytes("MemAvailable").unwrap_or(u64::MAX);
+    let pressure = proc::memory_pressure_avg10().unwrap_or(0.0);
+    available < plan_bytes.saturating_add(KEEP_AVAILABLE) || pressure > MAX_PRESSURE
+}
+
+/// Replays the plan on a thread named as the prefetcher (its workers take
+/// the name), as `credentials`; `None` when the thread cannot start.
+fn spawn_replay(
+    plan: Arc<Plan>,
+    credentials: Option<Credentials>,
+    stop: Arc<AtomicBool>,
+    first_request_ns: Arc<AtomicI64>,
+) -> Option<std::thread::JoinHandle<ReplayReport>> {
+    std::thread::Builder::new()
+        .name(PREFETCHER_COMM.to_string())
+        .spawn(move || {
+            let options = ReplayOptions {
+                threads: replay::default_threads(),
+                method: Method::Readahead,
+                window_bytes: DEFAULT_WINDOW_BYTES,
+                no_symlinks: true,
+                open_as: credentials,
+            };
+            replay::replay_with_lead(&plan, &options, &stop, 1, &|| {
+                first_request_ns.store(monotonic_ns(), Ordering::Release);
+            })
+        })
+        .ok()
+}
+
+/// Where and how a start ended.
+struct End {
+    at_ns: i64,
+    by: EndedBy,
+    read_bytes: u64,
+}
+
+/// Samples the tree from `context.pid` every [`SAMPLE_EVERY`] until it
+/// falls quiet for the program's quiet time, its first process exits, the
+/// cap is reached or the service stops. A sample is busy when the tree used
+/// a fifth of a CPU or more since the one before (two clock ticks in
+/// 100 ms), read 256 KiB or more from storage, or waited on 4 major faults.
+fn watch_tree(context: &StartContext, stopping: &AtomicBool) -> End {
+    let quiet_ns = context.program.quiet_ms as i64 * 1_000_000;
+    let cap_at = context.seen_ns + context.program.cap_ms as i64 * 1_000_000;
+    let mut last_busy = context.seen_ns;
+    let mut before = Usage::default();
+    let mut read_bytes = 0;
+    loop {
+        std::thread::sleep(SAMPLE_EVERY);
+        let now = monotonic_ns();
+        if exited(context.pid) {
+            return End {
+                at_ns: now,
+                by: EndedBy::Exited,
+                read_bytes,
+            };
+        }
+        let usage = tree_usage(context.pid);
+        read_bytes = read_bytes.max(usage.read_bytes);
+        let busy = usage.cpu_ticks.saturating_sub(before.cpu_ticks) >= 2
+            || usage.read_bytes.saturating_sub(before.read_bytes) >= 256 << 10
+            || usage.major_faults.saturating_sub(before.major_faults) >= 4;
+        before = usage;
+        if busy {
+            last_busy = now;
+        }
+        let by = if now - last_busy >= quiet_ns {
+            Some(EndedBy::Quiet)
+        } else if now >= cap_at {
+            Some(EndedBy::Cap)
+        } else if stopping.load(Ordering::Acquire) {
+            Some(EndedBy::Stopped)
+        } else {
+            None
+        };
+        if let Some(by) = by {
+            let at_ns = if by == EndedBy::Quiet { last_busy } else { now };
+            return End {
+                at_ns,
+                by,
+                read_bytes,
+            };
+        }
+    }
+}
+
+/// Whether the process has exited (a zombie has no executable any more).
+fn exited(pid: i32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_err()
+}
+
+/// The usage of the tree from `root` now: its live processes, each with
+/// its reaped descendants.
+fn tree_usage(root: i32) -> Usage {
+    let mut total = Usage::default();
+    let mut seen = HashSet::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        if let Some(usage) = proc::usage(pid) {
+            total.cpu_ticks += usage.cpu_ticks;
+            total.major_faults += usage.major_faults;
+            total.read_bytes += usage.read_bytes;
+        }
+        queue.extend(proc::children_of(pid));
+    }
+    total
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Whether `pid` descends from `ancestor` (or is it): a process of a start
+/// already followed.
+pub fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut current = pid;
+    for _ in 0..64 {
+        if current == ancestor {
+            return true;
+        }
+        match proc::parent_of(current) {
+            Some(parent) if parent > 1 && parent != current => current = parent,
+            _ => return false,
+        }
+    }
+    false
+}

@@ -1,0 +1,115 @@
+//! What `coldstart status` shows: per program, what the service does with
+//! it and what its starts measured. Read from the state directory alone,
+//! so it answers whether the service runs or not. docs/serve.md documents
+//! every field of the JSON form.
+
+use crate::state::{EndedBy, Outcome, ProgramState, State, StateError};
+use crate::verdict::{self, Gain};
+use serde::Serialize;
+
+/// The whole status.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub state_dir: String,
+    /// Whether a `coldstart serve` holds the state directory now.
+    pub running: bool,
+    pub programs: Vec<ProgramStatus>,
+    /// Programs whose records could not be read, with why.
+    pub unreadable: Vec<String>,
+}
+
+/// One program.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProgramStatus {
+    pub id: String,
+    pub exe: String,
+    /// "serving", "off", "stale" or "refused".
+    pub state: String,
+    /// Why it is off, stale or refused.
+    pub why: Option<String>,
+    /// Bytes the plan reads; None when the plan cannot be read.
+    pub plan_bytes: Option<u64>,
+    pub plan_files: Option<usize>,
+    /// Starts seen, and of them served, held out, opted out, not served.
+    pub starts_seen: usize,
+    pub starts_served: usize,
+    pub starts_held_out: usize,
+    pub starts_opted_out: usize,
+    pub starts_not_served: usize,
+    /// Median time to the end of a cold served / held-out start, ms.
+    pub median_end_ms_served: Option<f64>,
+    pub median_end_ms_held_out: Option<f64>,
+    /// Median delay from the exec to the replay's first request, us.
+    pub median_first_request_us: Option<f64>,
+    /// Served against held-out cold starts.
+    pub gain: Gain,
+}
+
+/// Reads the status of the state directory `dir`.
+pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
+    let state = State::at(dir);
+    let mut programs = Vec::new();
+    let mut unreadable = Vec::new();
+    for id in state.program_ids()? {
+        let program = match state.program(&id) {
+            Ok(program) => program,
+            Err(e) => {
+                unreadable.push(e.to_string());
+                continue;
+            }
+        };
+        let plan = state.plan(&id);
+        let starts = state.starts(&id).unwrap_or_else(|e| {
+            unreadable.push(e.to_string());
+            Vec::new()
+        });
+        let count = |outcome: Outcome| starts.iter().filter(|s| s.outcome == outcome).count();
+        let cold_ends = |outcome: Outcome| -> Vec<f64> {
+            starts
+                .iter()
+                .filter(|s| {
+                    s.outcome == outcome
+                        && s.resident_share < verdict::COLD_BELOW
+                        && matches!(s.ended_by, EndedBy::Quiet | EndedBy::Exited)
+                })
+                .map(|s| s.end_ms)
+                .collect()
+        };
+        let first: Vec<f64> = starts.iter().filter_map(|s| s.first_request_us).collect();
+        let state_name = match (&plan, program.state) {
+            (Err(_), ProgramState::Serving) => "refused".to_string(),
+            (_, s) => s.as_str().to_string(),
+        };
+        let why = match &plan {
+            Err(e) if program.state == ProgramState::Serving => Some(e.to_string()),
+            _ => program.why.clone(),
+        };
+        programs.push(ProgramStatus {
+            id,
+            exe: program.exe.display().to_string(),
+            state: state_name,
+            why,
+            plan_bytes: plan.as_ref().ok().map(|p| p.bytes()),
+            plan_files: plan.as_ref().ok().map(|p| p.files.len()),
+            starts_seen: starts.len(),
+            starts_served: count(Outcome::Served),
+            starts_held_out: count(Outcome::HeldOut),
+            starts_opted_out: count(Outcome::OptedOut),
+            starts_not_served: count(Outcome::MemoryShort) + count(Outcome::Busy),
+            median_end_ms_served: median(cold_ends(Outcome::Served)),
+            median_end_ms_held_out: median(cold_ends(Outcome::HeldOut)),
+            median_first_request_us: median(first),
+            gain: verdict::gain(&starts),
+        });
+    }
+    Ok(Status {
+        state_dir: dir.display().to_string(),
+        running: state.is_served(),
+        programs,
+        unreadable,
+    })
+}
+
+fn median(values: Vec<f64>) -> Option<f64> {
+    (!values.is_empty()).then(|| coldstart_bench::stats::median(&values))
+}
