@@ -151,6 +151,51 @@ fn the_package_installs_coldstart_and_its_service() {
     docs_hold_the_license_and_changelog(&root);
     unit_passes_systemd_analyze_verify(&root);
     maintainer_scripts_work_without_systemd(&package, &root);
+    exec_start_runs_the_service(&root);
+}
+
+/// The unit's ExecStart line, as systemd would run it but with the
+/// unpacked binary, starts the service, which says it serves and stops
+/// cleanly on SIGTERM (systemd's stop). Its state directory is a tmpfs
+/// over /var/lib in a private mount namespace: this machine's stays as
+/// it is.
+fn exec_start_runs_the_service(root: &Path) {
+    if !coldstart_system::launch::is_root() {
+        return skip("running the service's ExecStart line needs root (fanotify)");
+    }
+    let unit = std::fs::read_to_string(root.join("lib/systemd/system/coldstart.service")).unwrap();
+    let exec_start = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("the unit has an ExecStart line");
+    let words: Vec<String> = exec_start
+        .split_whitespace()
+        .map(|w| match w.strip_prefix('/') {
+            Some(path) if w == "/usr/bin/coldstart" => root.join(path).display().to_string(),
+            _ => w.to_string(),
+        })
+        .collect();
+    assert!(words.iter().any(|w| w == "serve"), "{exec_start}");
+    let script = format!("mount -t tmpfs none /var/lib && exec {}", words.join(" "));
+    let mut child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("unshare starts");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    // SAFETY: a signal to our own child, by its pid (sh exec'd the service).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        first.contains("serving 0 program(s) from /var/lib/coldstart"),
+        "{first}{rest}"
+    );
+    assert!(status.success(), "{status}: {first}{rest}");
+    assert!(rest.contains("stopped"), "{rest}");
 }
 
 fn lists_every_file_owned_by_root(package: &Package) {
