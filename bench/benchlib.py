@@ -177,3 +177,43 @@ def read_ahead_settings(requested, path="/usr"):
     device = read_ahead_of(path)
     settings = requested or sorted({128, int(device)} if device.isdigit() else {128})
     return settings, device
+
+
+class Serving:
+    """`coldstart serve --hold-out 0` on the state directory `state` for a
+    `with` block, stopped by its pid (SIGTERM, then SIGKILL) on every way
+    out; what it said goes to the file `log` when one is given."""
+
+    def __init__(self, coldstart, state, log=None):
+        self.argv = [coldstart, "serve", "--state", state, "--hold-out", "0"]
+        self.log = log
+        self.process = None
+
+    def __enter__(self):
+        self.process = subprocess.Popen(self.argv, stderr=subprocess.PIPE, text=True)
+        said = []
+        # Serving once it said so: "serving N program(s) from ...".
+        while True:
+            line = self.process.stderr.readline()
+            said.append(line)
+            if not line or line.startswith("coldstart serve: serving "):
+                break
+        if not said[-1]:
+            self.__exit__()
+            sys.exit(f"coldstart serve did not start: {''.join(said)}")
+        self.said = said
+        return self
+
+    def __exit__(self, *exc):
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(15)
+            try:
+                rest, _ = self.process.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                rest, _ = self.process.communicate()
+            self.said.append(rest or "")
+        if self.log:
+            with open(self.log, "w") as f:
+                f.write("".join(getattr(self, "said", [])))
+        return False

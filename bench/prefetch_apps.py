@@ -302,13 +302,7 @@ def reasons(misses):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--traces", type=int, default=3)
-    parser.add_argument("--iterations", type=int, default=4)
-    parser.add_argument("--read-ahead-kb", type=int, action="append",
-                        help="settings to measure at [default: 128 and the device's own]")
-    parser.add_argument("--only", action="append", help="firefox, libreoffice or chromium")
-    parser.add_argument("--keep", help="directory to keep profiles, plans and results in")
+    app_arguments(parser)
     parser.add_argument("--on-btrfs", action="store_true",
                         help="run each program from a copy of its installation on a btrfs subvolume")
     args = parser.parse_args()
@@ -316,15 +310,7 @@ def main():
         sys.exit("run as root (sudo): cold starts drop the page cache")
     # A kill must unwind too, so that every read_ahead_kb set is restored.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    work = args.keep or tempfile.mkdtemp(prefix="coldstart-prefetch-")
-    os.makedirs(work, exist_ok=True)
-    with open(os.path.join(work, "letter.txt"), "w") as f:
-        f.write("Dear reader,\n\nthis letter becomes a PDF.\n" * 40)
-    table = programs(work)
-    wanted = args.only or list(table)
-    ensure_installed({path: pkg for name in wanted for path, pkg in table[name][1].items()})
-    coldstart = build_coldstart()
-    settings, device = read_ahead_settings(args.read_ahead_kb)
+    work, table, wanted, coldstart, settings, device = prepare(args, "coldstart-prefetch-")
     results = []
     for name in wanted:
         argv, _, dirs = table[name]
@@ -418,6 +404,33 @@ def main():
     for f in failures:
         print(f"MISSED: {f}", file=sys.stderr)
     sys.exit(1 if any(all(ways) for ways in missed.values()) else 0)
+
+
+def prepare(args, prefix):
+    """The work directory (with the letter LibreOffice converts), the
+    programs and those wanted, coldstart built, and the read_ahead_kb
+    settings with the device's own."""
+    work = args.keep or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, "letter.txt"), "w") as f:
+        f.write("Dear reader,\n\nthis letter becomes a PDF.\n" * 40)
+    table = programs(work)
+    wanted = args.only or list(table)
+    ensure_installed({path: pkg for name in wanted for path, pkg in table[name][1].items()})
+    coldstart = build_coldstart()
+    settings, device = read_ahead_settings(args.read_ahead_kb)
+    return work, table, wanted, coldstart, settings, device
+
+
+def app_arguments(parser):
+    """The flags every benchmark of the three programs takes."""
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--traces", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--read-ahead-kb", type=int, action="append",
+                        help="settings to measure at [default: 128 and the device's own]")
+    parser.add_argument("--only", action="append", help="firefox, libreoffice or chromium")
+    parser.add_argument("--keep", help="directory to keep profiles, plans and results in")
 
 
 def missed_targets(where, gap_closed, read_over, own):

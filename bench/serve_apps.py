@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The system-wide service against the wrapper, on Firefox ESR, LibreOffice
+Writer and Chromium started by their plain commands, at read_ahead_kb 128
+and at the device's own setting.
+
+For each program: three cold traces with readahead off and the seed plan
+(as bench/prefetch_apps.py does), then at each read_ahead_kb the plan
+refined through coldstart-run at that setting (`coldstart plan --refine`).
+The refined plan is installed into a fresh state directory of a
+`coldstart serve` run for the block (stopped by its pid on every way
+out), and one `coldstart bench` interleaves, round by round:
+
+- the plain command with COLDSTART_SERVE=0 (not served), warm and cold;
+- the plain command, cold: served by the service, with no wrapper;
+- coldstart-run with the same plan (COLDSTART_SERVE=0 so that the service
+  does not serve it too), cold.
+
+Prints per program and setting: medians, the share of the cold-warm gap the
+service and the wrapper close with its 95% bootstrap interval, the bytes
+each read over the bytes the start touched, and what the service recorded
+(starts served, the median delay from the exec to its first request).
+
+The service does not learn plans yet: the plan it serves is the wrapper's,
+so this measures serving without a wrapper, not learning.
+
+    sudo bench/serve_apps.py [--runs N] [--traces N] [--iterations N]
+                             [--read-ahead-kb KB ...] [--only NAME] [--keep DIR]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+from benchlib import ReadAhead, Serving, firefox_profile
+from prefetch_apps import app_arguments, gap, gap_ci, percent_with_ci, prepare, run, seed
+
+
+def measure(coldstart, work, name, argv, db, ra, runs, iterations):
+    label = f"{name}-ra{ra}"
+    refined = os.path.join(work, f"{label}.plan")
+    run([coldstart, "plan", db, "-o", refined, "--refine", "--as-root", "--json",
+         "--iterations", str(iterations), "--", *argv], stdout=subprocess.DEVNULL)
+    state = os.path.join(work, f"{label}-state")
+    shutil.rmtree(state, ignore_errors=True)
+    run([coldstart, "serve", "install", refined, "--program", argv[0], "--state", state],
+        stdout=subprocess.DEVNULL)
+    wrapper = os.path.join(os.path.dirname(coldstart), "coldstart-run")
+    quoted = " ".join(f"'{a}'" for a in argv)
+    out_json = os.path.join(work, f"{label}-bench.json")
+    out_md = os.path.join(work, f"{label}-bench.md")
+    with Serving(coldstart, state, os.path.join(work, f"{label}-serve.log")):
+        run([coldstart, "bench", "--as-root", "--cache", "warm,cold", "-n", str(runs),
+             "--name", f"{name} not served",
+             "--vs", quoted, "--name", f"{name} served",
+             "--vs", f"env COLDSTART_SERVE=0 {wrapper} --plan {refined} -- {quoted}",
+             "--name", f"{name} + coldstart-run",
+             "--json", out_json, "--markdown", out_md,
+             "--", "env", "COLDSTART_SERVE=0", *argv])
+    status = json.loads(run([coldstart, "status", "--json", "--state", state],
+                            stdout=subprocess.PIPE, text=True).stdout)
+    with open(out_json) as f:
+        bench = json.load(f)
+    with open(out_md) as f:
+        table = f.read()
+    by = {v["name"]: v for v in bench["variants"]}
+    base = f"{name} not served"
+    served = f"{name} served (cold)"
+    wrapped = f"{name} + coldstart-run (cold)"
+    return {
+        "table": table,
+        "warm_ms": by[f"{base} (warm)"]["wall_ms"]["median"],
+        "cold_ms": by[f"{base} (cold)"]["wall_ms"]["median"],
+        "served_ms": by[served]["wall_ms"]["median"],
+        "wrapped_ms": by[wrapped]["wall_ms"]["median"],
+        "served_read": by[served]["read_bytes_median"],
+        "wrapped_read": by[wrapped]["read_bytes_median"],
+        "gap_ci": {"served": gap_ci(bench, base, served),
+                   "wrapped": gap_ci(bench, base, wrapped)},
+        "status": status["programs"][0] if status["programs"] else {},
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    app_arguments(parser)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("run as root (sudo): cold starts drop the page cache, the service needs root")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    work, table, wanted, coldstart, settings, device = prepare(args, "coldstart-serve-")
+    results = []
+    for name in wanted:
+        argv, _, dirs = table[name]
+        for d in dirs:
+            os.makedirs(d, exist_ok=True)
+        if name == "firefox":
+            firefox_profile(dirs[0])
+        print(f"== {name}: seed traces", file=sys.stderr)
+        db, _, touched = seed(coldstart, work, name, argv, args.traces)
+        for ra in settings:
+            print(f"== {name} at read_ahead_kb {ra}", file=sys.stderr)
+            with ReadAhead(None if str(ra) == device else ra):
+                r = measure(coldstart, work, name, argv, db, ra, args.runs, args.iterations)
+            r.update(name=name, ra=ra, touched=touched)
+            results.append(r)
+    mib = 2 ** 20
+    for r in results:
+        print(f"### {r['name']}, read_ahead_kb {r['ra']}\n\n{r['table']}")
+    print(f"device read_ahead_kb {device}; kernel {os.uname().release}; {args.runs} interleaved "
+          "runs, medians; gap closed with its 95% bootstrap interval over the rounds\n")
+    print("| program | read_ahead_kb | warm ms | cold ms | served ms | coldstart-run ms | "
+          "gap closed: served | coldstart-run | read served / touched | coldstart-run | "
+          "starts served | first request after exec |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for r in results:
+        s = r["status"]
+        first = s.get("median_first_request_us")
+        print(f"| {r['name']} | {r['ra']} | {r['warm_ms']:.0f} | {r['cold_ms']:.0f} | "
+              f"{r['served_ms']:.0f} | {r['wrapped_ms']:.0f} | "
+              f"{percent_with_ci(gap(r['cold_ms'], r['warm_ms'], r['served_ms']), r['gap_ci']['served'])} | "
+              f"{percent_with_ci(gap(r['cold_ms'], r['warm_ms'], r['wrapped_ms']), r['gap_ci']['wrapped'])} | "
+              f"{r['served_read'] / r['touched']:.2f} | {r['wrapped_read'] / r['touched']:.2f} | "
+              f"{s.get('starts_served', 0)} of {s.get('starts_seen', 0)} | "
+              f"{'-' if first is None else f'{first / 1000:.2f} ms'} |")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
