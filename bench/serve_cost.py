@@ -9,7 +9,7 @@
    the service running with a plan for the very program started (every
    exec is an event it follows: what a planned start costs the exec loop,
    not the unplanned case). Each round starts and stops the service by its
-   pid. Prints each variant's median per-exec time and the difference to
+   pid, and runs the variants in another order than the round before. Prints each variant's median per-exec time and the difference to
    no service with its 95% bootstrap interval over rounds paired by index.
 2. Idle: the service running with a plan installed and nothing starting,
    for IDLE seconds: its context switches (voluntary and not, every
@@ -103,13 +103,16 @@ def main():
                         states[name]], check=True, stdout=subprocess.DEVNULL)
     variants = ["no service", "service, other program planned", "service, this program planned"]
     times = {v: [] for v in variants}
+    state_of = {variants[1]: states["other"], variants[2]: states["self"]}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
-        times[variants[0]].append(exec_time(loop, program, args.execs))
-        with Serving(coldstart, states["other"]):
-            times[variants[1]].append(exec_time(loop, program, args.execs))
-        with Serving(coldstart, states["self"]):
-            times[variants[2]].append(exec_time(loop, program, args.execs))
+        # Each round in another order: no variant always runs first.
+        for v in variants[r % 3:] + variants[:r % 3]:
+            if v in state_of:
+                with Serving(coldstart, state_of[v]):
+                    times[v].append(exec_time(loop, program, args.execs))
+            else:
+                times[v].append(exec_time(loop, program, args.execs))
     print(f"\nkernel {os.uname().release}; {args.rounds} rounds of {args.execs} starts of a copy of "
           "/bin/true per variant, interleaved; medians of the rounds' mean start time\n")
     print("| variant | us per start | vs no service, us [95% CI] |")

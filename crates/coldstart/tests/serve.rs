@@ -150,9 +150,21 @@ impl Service {
 
     /// Waits until a line holding `text` was said; panics after 20 s.
     fn wait_for(&self, text: &str) -> String {
+        self.wait_for_nth(text, 1)
+    }
+
+    /// Waits until `n` lines holding `text` were said; the last of them.
+    fn wait_for_nth(&self, text: &str, n: usize) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(line) = self.lines.lock().unwrap().iter().find(|l| l.contains(text)) {
+            if let Some(line) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(text))
+                .nth(n - 1)
+            {
                 return line.clone();
             }
             assert!(
@@ -406,6 +418,21 @@ fn a_changed_executable_is_not_served_its_old_plan() {
     );
     let record = start_program(&s, &[], &[0, 33]);
     assert_eq!(record, vec![(0, false), (33, false)], "{}", service.said());
+}
+
+#[test]
+fn a_deleted_state_directory_is_made_again_and_serves_what_is_installed_next() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    let service = Service::start(&s.state, "0");
+    std::fs::remove_dir_all(&s.state).unwrap();
+    service.wait_for("was deleted: made again");
+    install(&s);
+    service.wait_for_nth("serving a plan of", 2);
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, true), (33, true)], "{}", service.said());
+    assert_eq!(wait_for_starts(&s.state, 1)["starts_served"], 1);
 }
 
 #[test]

@@ -93,7 +93,7 @@ struct Fingerprint {
 /// to say (one per start, per program loaded or refused).
 pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
     let state = State::open(&options.state_dir)?;
-    let _lock = state.lock()?;
+    let lock = state.lock()?;
     let signals = Signals::register()?;
     let watch = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
         .map_err(|e| ServeError::Inotify {
@@ -101,6 +101,7 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
             error: e.into(),
         })?;
     let mut service = Service {
+        lock,
         following: Arc::new(AtomicUsize::new(0)),
         stopping: Arc::new(AtomicBool::new(false)),
         state,
@@ -186,6 +187,8 @@ struct Seen {
 }
 
 struct Service {
+    /// The state directory's lock, held while the service runs.
+    lock: std::fs::File,
     /// Starts being followed now.
     following: Arc<AtomicUsize>,
     /// Raised when the service stops: the follows end.
@@ -203,8 +206,14 @@ impl Service {
     /// Loads every program of the state afresh where it changed, checks it,
     /// and marks the executables of those served in a new fanotify group.
     fn reload(&mut self, log: &Log) -> Result<(), ServeError> {
-        self.add_watch(&self.state.programs_dir())?;
-        let ids = self.state.program_ids()?;
+        self.recreate_if_deleted(log);
+        if let Err(e) = self.add_watch(&self.state.programs_dir()) {
+            log(&e.to_string());
+        }
+        let ids = self.state.program_ids().unwrap_or_else(|e| {
+            log(&format!("{e}; serving nothing until it can be read"));
+            Vec::new()
+        });
         let mut loaded = HashMap::new();
         let mut refused = HashMap::new();
         for id in ids {
@@ -256,6 +265,26 @@ impl Service {
             self.remark(log)?;
         }
         Ok(())
+    }
+
+    /// Makes the state directory again, with its lock, when it was deleted
+    /// under the service: what was in it is gone, the service goes on.
+    fn recreate_if_deleted(&mut self, log: &Log) {
+        if self.state.programs_dir().is_dir() && self.state.dir().join("lock").exists() {
+            return;
+        }
+        match State::open(self.state.dir()).and_then(|state| state.lock()) {
+            Ok(lock) => {
+                self.lock = lock;
+                log(&format!(
+                    "{} was deleted: made again, empty",
+                    self.state.dir().display()
+                ));
+            }
+            Err(e) => log(&format!(
+                "the state directory was deleted and cannot be made again: {e}"
+            )),
+        }
     }
 
     /// A fresh group with every served executable marked: the old group's

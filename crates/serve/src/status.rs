@@ -3,6 +3,7 @@
 //! so it answers whether the service runs or not. docs/serve.md documents
 //! every field of the JSON form.
 
+use crate::admit::{DEFAULT_MAX_PLAN_BYTES, admit};
 use crate::state::{EndedBy, Outcome, ProgramState, State, StateError};
 use crate::verdict::{self, Gain};
 use serde::Serialize;
@@ -58,7 +59,15 @@ pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
                 continue;
             }
         };
-        let plan = state.plan(&id);
+        // Refused as the service refuses it (at the default cap).
+        let plan = state.plan(&id).and_then(|plan| {
+            admit(&plan, DEFAULT_MAX_PLAN_BYTES)
+                .map(|()| plan)
+                .map_err(|problem| StateError::Invalid {
+                    path: state.plan_path(&id),
+                    problem,
+                })
+        });
         let starts = state.starts(&id).unwrap_or_else(|e| {
             unreadable.push(e.to_string());
             Vec::new()
