@@ -27,8 +27,11 @@ pub const DEFAULT_MAX_PLAN_BYTES: u64 = 1 << 30;
 const NOT_FROM_DISK: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 /// Checks `plan` against the limits; the first problem found, in a
-/// sentence, when it is refused.
-pub fn admit(plan: &Plan, max_bytes: u64) -> Result<(), String> {
+/// sentence, when it is refused. Lookups of names under /proc, /sys or
+/// /dev are left out of it, not refused: a start looks such names up
+/// (readlink /proc/self/exe) and `coldstart plan` may list them, while the
+/// replay would only refuse them one by one. Returns how many were left out.
+pub fn admit(plan: &mut Plan, max_bytes: u64) -> Result<usize, String> {
     if !(4096..=65536).contains(&plan.page_size) || !plan.page_size.is_power_of_two() {
         return Err(format!(
             "page size {} is not one Linux uses",
@@ -56,6 +59,13 @@ pub fn admit(plan: &Plan, max_bytes: u64) -> Result<(), String> {
     for file in &plan.files {
         check_path(&file.path)?;
     }
+    let before = plan.lookups.len();
+    plan.lookups.retain(|lookup| {
+        !NOT_FROM_DISK
+            .iter()
+            .any(|top| Path::new(&lookup.path).starts_with(top))
+    });
+    let left_out = before - plan.lookups.len();
     for lookup in &plan.lookups {
         check_path(&lookup.path)?;
     }
@@ -85,7 +95,7 @@ pub fn admit(plan: &Plan, max_bytes: u64) -> Result<(), String> {
             max_bytes >> 20
         ));
     }
-    Ok(())
+    Ok(left_out)
 }
 
 /// A path the plan may name: absolute, plain (no `.` or `..`), not under
@@ -149,10 +159,10 @@ mod tests {
 
     #[test]
     fn a_sound_plan_is_admitted_and_its_size_capped() {
-        let p = plan(&[("/usr/lib/libx.so", 10_000)], &[(0, 0, 2), (0, 2, 1)]);
-        assert_eq!(admit(&p, 1 << 20), Ok(()));
+        let mut p = plan(&[("/usr/lib/libx.so", 10_000)], &[(0, 0, 2), (0, 2, 1)]);
+        assert_eq!(admit(&mut p, 1 << 20), Ok(0));
         // The last page counts whole: 3 pages of a 10,000-byte file.
-        let err = admit(&p, 3 * 4096 - 1).unwrap_err();
+        let err = admit(&mut p, 3 * 4096 - 1).unwrap_err();
         assert!(err.contains("cap"), "{err}");
     }
 
@@ -171,8 +181,8 @@ mod tests {
             (plan(&[("/x", 4096)], &[(3, 0, 1)]), "names file 3"),
             (plan(&[("/x", 4096)], &[(0, 0, 0)]), "outside"),
         ];
-        for (p, expected) in cases {
-            let err = admit(&p, u64::MAX).unwrap_err();
+        for (mut p, expected) in cases {
+            let err = admit(&mut p, u64::MAX).unwrap_err();
             assert!(err.contains(expected), "{err} (expected {expected})");
         }
         let mut many = plan(&[("/x", 1 << 40)], &[]);
@@ -184,13 +194,26 @@ mod tests {
                 need_ns: 0,
             })
             .collect();
-        assert!(admit(&many, u64::MAX).unwrap_err().contains("extents"));
-        let mut lookups = plan(&[], &[]);
-        lookups.lookups.push(Lookup {
-            path: "/sys/kernel".into(),
+        assert!(admit(&mut many, u64::MAX).unwrap_err().contains("extents"));
+        let lookup = |path: &str| Lookup {
+            path: path.into(),
             ino: 1,
             need_ns: 0,
-        });
-        assert!(admit(&lookups, u64::MAX).unwrap_err().contains("/sys"));
+        };
+        // Lookups of /proc or /sys names are left out, the rest checked.
+        let mut lookups = plan(&[], &[]);
+        lookups.lookups = vec![
+            lookup("/proc/self/exe"),
+            lookup("/usr/lib"),
+            lookup("/sys/kernel"),
+        ];
+        assert_eq!(admit(&mut lookups, u64::MAX), Ok(2));
+        assert_eq!(lookups.lookups, vec![lookup("/usr/lib")]);
+        lookups.lookups.push(lookup("usr/../x"));
+        assert!(
+            admit(&mut lookups, u64::MAX)
+                .unwrap_err()
+                .contains("absolute")
+        );
     }
 }

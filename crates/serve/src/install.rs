@@ -51,8 +51,9 @@ pub fn install(state: &State, what: &Install) -> Result<Program, InstallError> {
         path: what.plan.clone(),
         error,
     })?;
-    let plan = format::parse(&text, &what.plan).map_err(|e| InstallError::Plan(e.to_string()))?;
-    admit(&plan, what.max_plan_bytes)
+    let mut plan =
+        format::parse(&text, &what.plan).map_err(|e| InstallError::Plan(e.to_string()))?;
+    admit(&mut plan, what.max_plan_bytes)
         .map_err(|why| InstallError::Plan(format!("{}: {why}", what.plan.display())))?;
     let exe = canonical_executable(&what.exe)?;
     let identity = FileIdentity::of_path(&exe).map_err(|error| InstallError::Read {

@@ -371,8 +371,8 @@ impl Service {
                 .map_err(|e| e.to_string())?;
             return Ok(None);
         }
-        let plan = self.state.plan(id).map_err(|e| e.to_string())?;
-        admit(&plan, self.options.max_plan_bytes)
+        let mut plan = self.state.plan(id).map_err(|e| e.to_string())?;
+        admit(&mut plan, self.options.max_plan_bytes)
             .map_err(|why| format!("{}: {why}", self.state.plan_path(id).display()))?;
         let inode = Inode::of_path(&program.exe)
             .ok_or_else(|| format!("{} is gone", program.exe.display()))?;

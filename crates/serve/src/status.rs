@@ -60,9 +60,9 @@ pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
             }
         };
         // Refused as the service refuses it (at the default cap).
-        let plan = state.plan(&id).and_then(|plan| {
-            admit(&plan, DEFAULT_MAX_PLAN_BYTES)
-                .map(|()| plan)
+        let plan = state.plan(&id).and_then(|mut plan| {
+            admit(&mut plan, DEFAULT_MAX_PLAN_BYTES)
+                .map(|_| plan)
                 .map_err(|problem| StateError::Invalid {
                     path: state.plan_path(&id),
                     problem,
