@@ -304,6 +304,8 @@ fn a_plain_start_is_served_and_an_opted_out_one_is_not() {
     let program = wait_for_starts(&s.state, 1);
     assert_eq!(program["starts_served"], 1, "{program}");
     assert_eq!(program["state"], "serving");
+    // The data file was evicted: a cold start, which the verdict counts.
+    assert_eq!(program["gain"]["served"], 1, "{program}");
     // Exactly the plan and the page the program read are resident.
     let mut expected = planned_pages();
     expected.push(20);

@@ -414,7 +414,6 @@ impl Service {
             plan: Arc::clone(&loaded.plan),
             planned: inode,
             before,
-            exe_file: file,
             pid,
             seen_ns,
             hold_out_percent: self.options.hold_out_percent,

@@ -1,10 +1,8 @@
 //! One start of a planned program, from the exec event to its end.
 //!
-//! 1. At the event, before the program runs, the share of the executable's
-//!    planned pages already cached is sampled: the start is cold or not.
-//!    (Only the executable is sampled, through the descriptor the event
-//!    carries: opening the plan's other files would read their inodes from
-//!    the disk for the program, serving a start meant to be held out.)
+//! 1. At the event, before the program runs, the share of the planned pages
+//!    of the plan's most planned file already cached is sampled: the start
+//!    is cold or not ([`resident_share`]).
 //! 2. The exec completes: /proc/PID/exe names the executable and the new
 //!    environment is readable, so COLDSTART_SERVE=0 is seen however the
 //!    program was started. (fanotify tells of the exec while the old
@@ -27,7 +25,6 @@ use coldstart_system::identity::Inode;
 use coldstart_system::launch::monotonic_ns;
 use coldstart_system::proc::{self, Usage};
 use std::collections::HashSet;
-use std::fs::File;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -67,8 +64,6 @@ pub struct StartContext {
     pub planned: Inode,
     /// The process as the event found it.
     pub before: Before,
-    /// The executable, as the event opened it.
-    pub exe_file: File,
     pub pid: i32,
     /// The event was read, CLOCK_MONOTONIC.
     pub seen_ns: i64,
@@ -81,7 +76,7 @@ pub struct StartContext {
 /// never completed its exec) before the start could be judged.
 pub fn follow(context: StartContext, stopping: &AtomicBool) -> Option<StartRecord> {
     let at_unix_ms = unix_ms();
-    let resident_share = resident_share(&context);
+    let resident_share = resident_share(&context.plan);
     // While the exec completes: what memory allows does not depend on it.
     let short = memory_short(context.plan.bytes());
     let opted_out = wait_for_exec(&context)?;
@@ -114,7 +109,10 @@ pub fn follow(context: StartContext, stopping: &AtomicBool) -> Option<StartRecor
         resident_share,
         program_read_bytes: end.read_bytes,
         prefetch_bytes: report.as_ref().map_or(0, |r| r.bytes_requested),
-        first_request_us: (first > 0).then(|| (first - context.seen_ns) as f64 / 1e3),
+        // The replay tells its lead once it asked for a byte, or when it
+        // ends short of that: only a replay that asked has a first request.
+        first_request_us: (first > 0 && report.as_ref().is_some_and(|r| r.bytes_requested > 0))
+            .then(|| (first - context.seen_ns) as f64 / 1e3),
         skipped_files: report
             .map(|r| {
                 r.files_skipped
@@ -127,20 +125,32 @@ pub fn follow(context: StartContext, stopping: &AtomicBool) -> Option<StartRecor
     })
 }
 
-/// The share of the executable's planned pages (a sample of at most
-/// [`SAMPLED_PAGES`] of them) resident now; 0 when the plan plans none of it.
-fn resident_share(context: &StartContext) -> f64 {
-    let exe_path = std::fs::read_link(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&context.exe_file)
-    ))
-    .ok();
-    let plan = &context.plan;
-    let Some(index) = plan
-        .files
-        .iter()
-        .position(|f| exe_path.as_deref() == Some(std::path::Path::new(&f.path)))
-    else {
+/// The share of the planned pages of the plan's most planned file (a
+/// sample of at most [`SAMPLED_PAGES`] of them) resident now; 0 when the
+/// plan plans no pages or the file cannot be opened. The file is opened
+/// for it (as root, never followed through a symbolic link to /proc), which
+/// reads its inode and directory entries from the disk when they are not
+/// cached: a few KiB the program reads itself moments later. Sampling the
+/// executable alone would be free, but a script's few pages are cached by
+/// its exec itself, and they said every start was warm.
+fn resident_share(plan: &Plan) -> f64 {
+    let mut pages_of = vec![0u64; plan.files.len()];
+    for e in &plan.extents {
+        if let Some(count) = pages_of.get_mut(e.file) {
+            *count += e.pages;
+        }
+    }
+    let Some(index) = (0..pages_of.len()).max_by_key(|&i| pages_of[i]) else {
+        return 0.0;
+    };
+    let Ok(file) = coldstart_system::path_handle::PathHandle::open(
+        std::path::Path::new(&plan.files[index].path),
+        coldstart_system::path_handle::Symlinks::Refuse,
+    )
+    .and_then(|handle| match handle.metadata()?.is_file() {
+        true => handle.open_for_reading(),
+        false => Err(std::io::ErrorKind::InvalidInput.into()),
+    }) else {
         return 0.0;
     };
     let pages: Vec<u64> = plan
@@ -156,9 +166,7 @@ fn resident_share(context: &StartContext) -> f64 {
     let (mut sampled, mut resident) = (0u64, 0u64);
     for &page in pages.iter().step_by(step) {
         sampled += 1;
-        if let Ok(Some(1)) =
-            cache::cached_pages_in(&context.exe_file, page * plan.page_size, plan.page_size)
-        {
+        if let Ok(Some(1)) = cache::cached_pages_in(&file, page * plan.page_size, plan.page_size) {
             resident += 1;
         }
     }
