@@ -214,6 +214,7 @@ impl Service {
             log(&format!("{e}; serving nothing until it can be read"));
             Vec::new()
         });
+        let marked = sorted_inodes(&self.loaded);
         let mut loaded = HashMap::new();
         let mut refused = HashMap::new();
         for id in ids {
@@ -242,13 +243,7 @@ impl Service {
                 }
             }
         }
-        let marks_changed = {
-            let mut old: Vec<Inode> = self.loaded.values().map(|l| l.inode).collect();
-            let mut new: Vec<Inode> = loaded.values().map(|l| l.inode).collect();
-            old.sort();
-            new.sort();
-            old != new || !self.loaded.is_empty() && loaded.is_empty()
-        };
+        let marks_changed = sorted_inodes(&loaded) != marked;
         for (id, l) in &loaded {
             if !self.loaded.contains_key(id) {
                 log(&format!(
@@ -456,6 +451,13 @@ impl Service {
             }
         }
     }
+}
+
+/// The executables' inodes of the programs loaded, sorted: what is marked.
+fn sorted_inodes(loaded: &HashMap<String, Loaded>) -> Vec<Inode> {
+    let mut inodes: Vec<Inode> = loaded.values().map(|l| l.inode).collect();
+    inodes.sort();
+    inodes
 }
 
 /// Appends a start to its program's record, switches the plan off when
