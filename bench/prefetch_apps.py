@@ -313,11 +313,7 @@ def main():
     work, table, wanted, coldstart, settings, device = prepare(args, "coldstart-prefetch-")
     results = []
     for name in wanted:
-        argv, _, dirs = table[name]
-        for d in dirs:
-            os.makedirs(d, exist_ok=True)
-        if name == "firefox":
-            firefox_profile(dirs[0])
+        argv = ready_argv(table, name)
         with contextlib.ExitStack() as stack:
             if args.on_btrfs:
                 argv = stack.enter_context(OnBtrfs(work, name)).argv(argv)
@@ -420,6 +416,17 @@ def prepare(args, prefix):
     coldstart = build_coldstart()
     settings, device = read_ahead_settings(args.read_ahead_kb)
     return work, table, wanted, coldstart, settings, device
+
+
+def ready_argv(table, name):
+    """The command of program `name`, its directories made (and Firefox's
+    profile with its preferences)."""
+    argv, _, dirs = table[name]
+    for d in dirs:
+        os.makedirs(d, exist_ok=True)
+    if name == "firefox":
+        firefox_profile(dirs[0])
+    return argv
 
 
 def app_arguments(parser):

@@ -39,8 +39,9 @@ import statistics
 import subprocess
 import sys
 
-from benchlib import ReadAhead, Serving, firefox_profile
-from prefetch_apps import app_arguments, gap, gap_ci, percent_with_ci, prepare, run, seed
+from benchlib import ReadAhead, Serving
+from prefetch_apps import (app_arguments, gap, gap_ci, percent_with_ci, prepare, ready_argv, run,
+                           seed)
 
 
 def measure(coldstart, work, name, argv, db, ra, runs, iterations):
@@ -114,11 +115,7 @@ def main():
     work, table, wanted, coldstart, settings, device = prepare(args, "coldstart-serve-")
     results = []
     for name in wanted:
-        argv, _, dirs = table[name]
-        for d in dirs:
-            os.makedirs(d, exist_ok=True)
-        if name == "firefox":
-            firefox_profile(dirs[0])
+        argv = ready_argv(table, name)
         print(f"== {name}: seed traces", file=sys.stderr)
         db, _, touched = seed(coldstart, work, name, argv, args.traces)
         for ra in settings:

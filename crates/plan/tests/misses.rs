@@ -126,6 +126,14 @@ fn loaded(files: Vec<File>, events: Vec<PageEvent>) -> LoadedRun {
 
 /// The plan: a.so pages 0-9 and 20-29, changed.so pages 0-2 (recorded at
 /// 10 pages; the run sees 11), b.so pages 0-1 (never read). 25 pages.
+/// Each miss of `run` against [`the_plan`]: its page and reason.
+fn pages_and_reasons(run: &LoadedRun) -> Vec<(u64, MissReason)> {
+    misses(run, &the_plan())
+        .iter()
+        .map(|m| (m.page, m.reason))
+        .collect()
+}
+
 fn the_plan() -> Plan {
     plan(
         vec![
@@ -1048,10 +1056,7 @@ fn a_prefetcher_in_the_tree_and_one_outside_it_count_as_one() {
         processes.clone(),
         Vec::new(),
     );
-    let got: Vec<(u64, MissReason)> = misses(&both, &the_plan())
-        .iter()
-        .map(|m| (m.page, m.reason))
-        .collect();
+    let got = pages_and_reasons(&both);
     assert_eq!(
         got,
         [
@@ -1082,10 +1087,7 @@ fn a_prefetcher_in_the_tree_and_one_outside_it_count_as_one() {
         processes.into_iter().filter(|p| p.in_tree).collect(),
         Vec::new(),
     );
-    let got: Vec<(u64, MissReason)> = misses(&launcher_only, &the_plan())
-        .iter()
-        .map(|m| (m.page, m.reason))
-        .collect();
+    let got = pages_and_reasons(&launcher_only);
     assert_eq!(
         got,
         [
