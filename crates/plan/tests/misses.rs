@@ -126,6 +126,18 @@ fn loaded(files: Vec<File>, events: Vec<PageEvent>) -> LoadedRun {
 
 /// The plan: a.so pages 0-9 and 20-29, changed.so pages 0-2 (recorded at
 /// 10 pages; the run sees 11), b.so pages 0-1 (never read). 25 pages.
+/// [`processes`] with the prefetcher's tasks started at `t_start_ns`.
+fn processes_with_prefetcher_from(t_start_ns: i64) -> Vec<Process> {
+    let mut processes = processes();
+    for p in processes
+        .iter_mut()
+        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
+    {
+        p.t_start_ns = Some(t_start_ns);
+    }
+    processes
+}
+
 /// Each miss of `run` against [`the_plan`]: its page and reason.
 fn pages_and_reasons(run: &LoadedRun) -> Vec<(u64, MissReason)> {
     misses(run, &the_plan())
@@ -613,13 +625,7 @@ fn reads_before_the_prefetcher_started_are_the_launchers_and_refining_leaves_the
     // executable and a page of a.so at 1 and 2 µs; the prefetcher's first
     // task starts at 3 µs; the program then demands a.so page 40 (not
     // planned) at 10 µs.
-    let mut processes = processes();
-    for p in processes
-        .iter_mut()
-        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
-    {
-        p.t_start_ns = Some(3_000);
-    }
+    let processes = processes_with_prefetcher_from(3_000);
     let files = vec![
         file(A, "/lib/a.so", 100),
         file(NEW, "/usr/bin/coldstart-run", 20),
@@ -1025,13 +1031,7 @@ fn a_prefetcher_in_the_tree_and_one_outside_it_count_as_one() {
     // program reads a.so 50 at 2 µs (before it) and 51 at 6 µs (after).
     // The launcher's prefetcher reads a.so 0-4, the service's 5-9 and
     // 20-22; the program faults 0, 7 and 21 (hits) and reads 23 (race).
-    let mut processes = processes();
-    for p in processes
-        .iter_mut()
-        .filter(|p| p.comm.as_deref() == Some(PREFETCHER_COMM))
-    {
-        p.t_start_ns = Some(8_000);
-    }
+    let mut processes = processes_with_prefetcher_from(8_000);
     processes.extend(service_processes());
     use PageEventKind::*;
     let events = vec![
