@@ -334,6 +334,8 @@ pub fn run(
                         executor.drop_page_cache()?;
                         evictions += 1;
                     }
+                    // The cache as the previous run left it.
+                    CacheMode::AsFound => {}
                     CacheMode::Selective => {
                         let mut still = 0;
                         for path in &options.evict {

@@ -619,6 +619,15 @@ impl Profile {
         Ok(())
     }
 
+    /// Deletes run `run` and every row of it (the foreign keys cascade):
+    /// how a profile that keeps only its newest runs stays bounded.
+    pub fn delete_run(&mut self, run: RunId) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM runs WHERE id = ?1", params![run])
+            .map_err(|source| self.classify(source))?;
+        Ok(())
+    }
+
     /// All runs, oldest first.
     pub fn runs(&self) -> Result<Vec<Run>> {
         let mut stmt = self

@@ -54,24 +54,7 @@ impl OpenWatcher {
     /// or otherwise holding regular files.
     pub fn start() -> io::Result<OpenWatcher> {
         let group = OpenEvents::new()?;
-        let mut unwatched = Vec::new();
-        let mut marked_devices = Vec::new();
-        for proc::Mount { target, fstype } in proc::mounts() {
-            let Ok(meta) = fs::metadata(&target) else {
-                continue;
-            };
-            if marked_devices.contains(&meta.dev()) || is_pseudo(&fstype) {
-                continue;
-            }
-            // A path with a NUL in it cannot be named to the kernel.
-            if target.as_os_str().as_bytes().contains(&0) {
-                continue;
-            }
-            match group.watch_filesystem(&target) {
-                Ok(()) => marked_devices.push(meta.dev()),
-                Err(e) => unwatched.push(format!("{} ({fstype}): {e}", target.display())),
-            }
-        }
+        let unwatched = for_each_filesystem(|target| group.watch_filesystem(target));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
@@ -103,6 +86,31 @@ impl Drop for OpenWatcher {
             let _ = thread.join();
         }
     }
+}
+
+/// Calls `mark` with one mount of each mounted filesystem backed by a
+/// device or otherwise holding regular files (pseudo filesystems left
+/// out); returns the mounts it failed on, with why.
+pub fn for_each_filesystem(mut mark: impl FnMut(&Path) -> io::Result<()>) -> Vec<String> {
+    let mut failed = Vec::new();
+    let mut marked_devices = Vec::new();
+    for proc::Mount { target, fstype } in proc::mounts() {
+        let Ok(meta) = fs::metadata(&target) else {
+            continue;
+        };
+        if marked_devices.contains(&meta.dev()) || is_pseudo(&fstype) {
+            continue;
+        }
+        // A path with a NUL in it cannot be named to the kernel.
+        if target.as_os_str().as_bytes().contains(&0) {
+            continue;
+        }
+        match mark(&target) {
+            Ok(()) => marked_devices.push(meta.dev()),
+            Err(e) => failed.push(format!("{} ({fstype}): {e}", target.display())),
+        }
+    }
+    failed
 }
 
 fn is_pseudo(fstype: &str) -> bool {

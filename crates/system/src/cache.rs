@@ -153,6 +153,9 @@ pub enum CacheMode {
     Selective,
     /// Program run once untraced first.
     Warm,
+    /// The cache as the start found it: a start `coldstart serve` traced
+    /// while it learned, the cache neither dropped nor warmed.
+    AsFound,
 }
 
 impl CacheMode {
@@ -161,6 +164,7 @@ impl CacheMode {
             CacheMode::Cold => "cold",
             CacheMode::Selective => "selective",
             CacheMode::Warm => "warm",
+            CacheMode::AsFound => "as-found",
         }
     }
 
@@ -169,6 +173,7 @@ impl CacheMode {
             "cold" => Some(CacheMode::Cold),
             "selective" => Some(CacheMode::Selective),
             "warm" => Some(CacheMode::Warm),
+            "as-found" => Some(CacheMode::AsFound),
             _ => None,
         }
     }

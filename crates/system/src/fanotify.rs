@@ -164,6 +164,17 @@ impl ExecEvents {
         self.change_mark(libc::FAN_MARK_ADD, path)
     }
 
+    /// Reports every exec of any file on the filesystem mounted at
+    /// `mount`: how the service hears of programs it has no plan for yet.
+    pub fn mark_filesystem(&self, mount: &Path) -> io::Result<()> {
+        mark(
+            &self.group,
+            libc::FAN_MARK_ADD | libc::FAN_MARK_FILESYSTEM,
+            libc::FAN_OPEN_EXEC,
+            mount,
+        )
+    }
+
     /// Stops reporting execs of the inode `path` names now.
     pub fn unmark(&self, path: &Path) -> io::Result<()> {
         self.change_mark(libc::FAN_MARK_REMOVE, path)
