@@ -5,6 +5,7 @@
 //! `function_records`. Launching the program and controlling the page cache
 //! belong to coldstart-system.
 
+pub mod attach;
 mod bpf_asm;
 pub mod filesystems;
 pub mod function_records;

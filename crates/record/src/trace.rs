@@ -327,6 +327,8 @@ fn prepare_cache(
             warmup.terminate(options.grace);
             return Ok(Some(warmup_ns));
         }
+        // The cache as it is.
+        CacheMode::AsFound => {}
     }
     Ok(None)
 }
@@ -440,16 +442,7 @@ impl Tracer {
         } = self;
         let names = names.map(NameRecorder::finish);
         let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
-        let buffers = readers.finish();
-        let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
-        let lost: Vec<LostEvents> = instance
-            .cpus()
-            .iter()
-            .map(|&cpu| LostEvents {
-                cpu,
-                events: instance.lost_events(cpu).unwrap_or(0),
-            })
-            .collect();
+        let (buffers, trace_bytes, lost) = drain_and_count(readers, &instance);
         drop(instance);
         drop(uprobes);
         let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
@@ -466,9 +459,31 @@ impl Tracer {
     }
 }
 
+/// Each CPU's raw buffer, as the readers moved it out of the kernel.
+pub(crate) type CpuBuffers = Vec<(u32, Vec<u8>)>;
+
+/// Stops the readers and collects each CPU's buffer, their total bytes and
+/// the events each CPU's buffer lost.
+pub(crate) fn drain_and_count(
+    readers: Readers,
+    instance: &Instance,
+) -> (CpuBuffers, u64, Vec<LostEvents>) {
+    let buffers = readers.finish();
+    let trace_bytes = buffers.iter().map(|(_, b)| b.len() as u64).sum();
+    let lost = instance
+        .cpus()
+        .iter()
+        .map(|&cpu| LostEvents {
+            cpu,
+            events: instance.lost_events(cpu).unwrap_or(0),
+        })
+        .collect();
+    (buffers, trace_bytes, lost)
+}
+
 /// Enables every event the decoder knows (user faults only when asked
 /// for); fails naming the first required event this kernel lacks.
-fn enable_events(
+pub(crate) fn enable_events(
     instance: &Instance,
     decoder: &Decoder,
     user_faults: bool,
@@ -794,14 +809,14 @@ fn launch_error(options: &TraceOptions, error: std::io::Error) -> TraceError {
 
 /// One thread per CPU moving raw sub-buffers out of the kernel while the
 /// program runs, so a small kernel buffer suffices for a long start.
-struct Readers {
+pub(crate) struct Readers {
     stop: Arc<AtomicBool>,
     bytes: Arc<AtomicU64>,
     threads: Vec<(u32, JoinHandle<Vec<u8>>)>,
 }
 
 impl Readers {
-    fn start(
+    pub(crate) fn start(
         instance: &Instance,
         subbuf_size: usize,
         buffer_kb: u64,
@@ -848,7 +863,7 @@ impl Readers {
     }
 
     /// Drains what is left and returns each CPU's bytes.
-    fn finish(mut self) -> Vec<(u32, Vec<u8>)> {
+    pub(crate) fn finish(mut self) -> Vec<(u32, Vec<u8>)> {
         self.stop.store(true, Ordering::Release);
         for (_, thread) in &self.threads {
             thread.thread().unpark();
@@ -1429,7 +1444,7 @@ fn new_file(
 
 /// Names `file` by `path`, found after the fact (not by its open), with
 /// the size and modification time the path has now.
-fn name_from_disk(file: &mut NewFile, path: String) {
+pub(crate) fn name_from_disk(file: &mut NewFile, path: String) {
     if let Ok(meta) = std::fs::symlink_metadata(&path) {
         use std::os::unix::fs::MetadataExt;
         file.size = Some(meta.size());
@@ -1438,7 +1453,7 @@ fn name_from_disk(file: &mut NewFile, path: String) {
     file.path = Some(path);
 }
 
-fn unix_now_ns() -> i64 {
+pub(crate) fn unix_now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)

@@ -1,0 +1,400 @@
+//! Tracing a start that is already under way: how `coldstart serve` learns
+//! a program's plan from its ordinary starts, with no launcher, no cache
+//! drop and no setting changed.
+//!
+//! A [`Ready`] trace is a private instance with the page events enabled
+//! and tracing off, set up ahead of the start it will record (creating the
+//! instance and its buffers takes milliseconds; a start's first pages are
+//! read within one). When the exec of a program to learn is seen,
+//! [`Ready::attach`] limits the instance to that process and the tasks it
+//! creates (`set_event_pid` with `options/event-fork`) and turns tracing
+//! on: two writes. Nothing outside the start's tree is recorded, and the
+//! service's own reads (its prefetch threads) are not the tree's. Files are
+//! named by the opens seen from the attach on, by the processes' mappings,
+//! and by ext4 file handles for files opened before it.
+//!
+//! What differs from `coldstart trace`: the start's first microseconds
+//! (the exec itself, before the attach) are not recorded, the names the
+//! program looks up are not recorded (the plan warms no lookups), and the
+//! page cache is as the start found it ([`CacheMode::AsFound`]).
+
+use crate::filesystems::Filesystems;
+use crate::paths::{self, HandleResolver, Inode, OpenWatcher};
+use crate::trace::Mappings;
+use crate::trace::{
+    Readers, assemble, decode_buffers, drain_and_count, enable_events, unix_now_ns,
+};
+use crate::tracefs::events::{Decoder, EventKind, TraceEvent};
+use crate::tracefs::format::HeaderPage;
+use crate::tracefs::instance::{self, Instance, TraceError};
+use coldstart_profile::summary::TraceSummary;
+use coldstart_profile::{CacheMode, EndReason, FileKind, Mark, Profile, RunEnd, RunStart};
+use coldstart_system::build_id::build_id;
+use coldstart_system::cache;
+use coldstart_system::launch::Exit;
+use coldstart_system::proc;
+
+/// The buffer per CPU of a learning trace. Only the start's tree is
+/// recorded and the readers drain it every 50 ms: a cold start of Firefox
+/// ESR writes about 3 MiB of events in all.
+pub const LEARN_BUFFER_KB_PER_CPU: u64 = 8 * 1024;
+
+/// A trace instance set up, tracing off, waiting for a start to record.
+pub struct Ready {
+    instance: Instance,
+    decoder: Decoder,
+    header: HeaderPage,
+    buffer_kb_per_cpu: u64,
+}
+
+/// A start being recorded.
+pub struct Attached {
+    // Fields drop in order: the readers' buffer files close before the
+    // instance is removed.
+    readers: Readers,
+    watcher: Option<OpenWatcher>,
+    instance: Instance,
+    decoder: Decoder,
+    header: HeaderPage,
+    root: i32,
+    t0_ns: i64,
+    started_at_unix_ns: i64,
+}
+
+/// What the service knows of a recorded start when it ends.
+#[derive(Debug, Clone)]
+pub struct AttachedEnd {
+    /// The command line, as the root process had it.
+    pub argv: Vec<String>,
+    /// The executable, as exec'd.
+    pub exe: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// When the start ended, CLOCK_MONOTONIC.
+    pub ended_ns: i64,
+    /// Whether its first process had exited by then.
+    pub exited: bool,
+}
+
+/// Removes the trace instances (and uprobes) of coldstart processes that no
+/// longer exist, such as a service killed with SIGKILL; their names. Does
+/// nothing where tracefs is not mounted.
+pub fn remove_left_behind() -> Vec<String> {
+    let Some(root) = proc::mount_of_type("tracefs") else {
+        return Vec::new();
+    };
+    let mut removed = instance::remove_stale_instances(&root);
+    removed.extend(crate::tracefs::uprobes::remove_stale_uprobes(&root));
+    removed
+}
+
+impl Ready {
+    /// Sets up a private instance (tagged `tag`) with every page and task
+    /// event enabled and tracing off. Removes the instances of coldstart
+    /// processes that no longer exist first.
+    pub fn prepare(tag: &str, buffer_kb_per_cpu: u64) -> Result<Ready, TraceError> {
+        let root = instance::tracefs_root()?;
+        instance::remove_stale_instances(&root);
+        let instance = Instance::create(&root, tag)?;
+        instance.set("tracing_on", "0")?;
+        instance.set("buffer_size_kb", &buffer_kb_per_cpu.to_string())?;
+        instance.set("trace_clock", "mono")?;
+        instance.set("options/overwrite", "0")?;
+        // Tasks the traced ones create are traced, those that exit dropped.
+        instance.set("options/event-fork", "1")?;
+        let decoder = Decoder::from_events_dir(&instance.events_dir())?;
+        enable_events(&instance, &decoder, false)?;
+        let header = HeaderPage::read(&instance.events_dir())
+            .or_else(|_| HeaderPage::read(&root.join("events")))?;
+        Ok(Ready {
+            instance,
+            decoder,
+            header,
+            buffer_kb_per_cpu,
+        })
+    }
+
+    /// Records process `root` (which exec'd at `t0_ns`, CLOCK_MONOTONIC)
+    /// and the tasks it creates from now on.
+    pub fn attach(self, root: i32, t0_ns: i64) -> Result<Attached, TraceError> {
+        let Ready {
+            instance,
+            decoder,
+            header,
+            buffer_kb_per_cpu,
+        } = self;
+        instance.set("set_event_pid", &root.to_string())?;
+        instance.set("tracing_on", "1")?;
+        // After tracing is on: the first pages matter more than the opens,
+        // which the mappings and file handles name as well.
+        let watcher = OpenWatcher::start().ok();
+        let subbuf_size = header.data_offset + header.data_size;
+        let readers = Readers::start(&instance, subbuf_size, buffer_kb_per_cpu)?;
+        Ok(Attached {
+            readers,
+            watcher,
+            instance,
+            decoder,
+            header,
+            root,
+            t0_ns,
+            started_at_unix_ns: unix_now_ns(),
+        })
+    }
+}
+
+impl Attached {
+    /// The process whose start is recorded.
+    pub fn root(&self) -> i32 {
+        self.root
+    }
+
+    /// Stops recording and writes the start into `profile` as a run.
+    pub fn finish(
+        self,
+        profile: &mut Profile,
+        end: &AttachedEnd,
+    ) -> Result<TraceSummary, TraceError> {
+        let page_size = cache::page_size();
+        let _ = self.instance.set("tracing_on", "0");
+        let mapped = paths::mapped_files();
+        let (buffers, trace_bytes, lost) = drain_and_count(self.readers, &self.instance);
+        drop(self.instance);
+        let opens = self.watcher.map(OpenWatcher::finish).unwrap_or_default();
+        let (root, t0_ns) = (self.root, self.t0_ns);
+        let (decoder, header) = (self.decoder, self.header);
+        let (mut events, _) = decode_buffers(&buffers, &header, &decoder, None)?;
+        // The root's exec happened before the attach: it is the tree's
+        // first member from the start, as a launched program is at its exec.
+        events.insert(
+            0,
+            TraceEvent {
+                ts: t0_ns.max(0) as u64,
+                tid: root,
+                kind: EventKind::Exec {
+                    pid: root,
+                    old_pid: root,
+                    filename: end.exe.clone(),
+                },
+            },
+        );
+        let filesystems = Filesystems::here();
+        let mut opens = opens;
+        filesystems.resolve_overlay_opens(&mut opens);
+        let assembled = assemble(
+            &events,
+            t0_ns,
+            root,
+            &filesystems,
+            &opens,
+            &mapped,
+            &Mappings::default(),
+            page_size,
+            None,
+        );
+        let mut batch = assembled.batch;
+        name_by_handles(&mut batch.files);
+        clip_mappings(&mut batch);
+        batch.lost = lost;
+        let ended_ns = end.ended_ns - t0_ns;
+        batch.marks.push(Mark {
+            t_ns: ended_ns,
+            name: "end".into(),
+        });
+        let start = RunStart {
+            argv: end.argv.clone(),
+            cwd: String::new(),
+            cache_mode: CacheMode::AsFound,
+            started_at_unix_ns: self.started_at_unix_ns,
+            kernel: proc::kernel_release(),
+            page_size,
+            read_ahead_kb: coldstart_system::readahead::read_ahead_kb_for(std::path::Path::new(
+                &end.exe,
+            )),
+            fault_around_bytes: None,
+            uid: end.uid,
+            gid: end.gid,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        let run = profile.begin_run(&start)?;
+        let run_end = RunEnd {
+            ended_ns,
+            end_reason: if end.exited {
+                EndReason::Exited
+            } else {
+                EndReason::Timeout
+            },
+            exit_code: None,
+            exit_signal: None,
+            root_pid: Some(root),
+        };
+        let summary = TraceSummary {
+            run,
+            reason: run_end.end_reason,
+            ended_ns,
+            exit: Exit {
+                code: None,
+                signal: None,
+            },
+            lost_events: batch.lost.iter().map(|l| l.events).sum(),
+            trace_bytes,
+            events: events.len(),
+            files: batch.files.len(),
+            unresolved_files: batch.files.iter().filter(|f| f.path.is_none()).count(),
+            processes_in_tree: batch.processes.iter().filter(|p| p.in_tree).count(),
+            pages_read: assembled.pages_read,
+            pages_read_by_tree: assembled.pages_read_by_tree,
+            warmup_ns: None,
+            start_monotonic_ns: t0_ns,
+            lookups: None,
+        };
+        profile.write(run, &batch)?;
+        profile.end_run(run, &run_end)?;
+        Ok(summary)
+    }
+}
+
+/// Keeps, of each fault-around mapping, the pages that can have been
+/// mapped. The kernel's `mm_filemap_map_pages` event gives the range
+/// fault-around tried (up to `fault_around_bytes` around the fault), but
+/// only the pages cached then are mapped: a page of the range counts when
+/// the start read it earlier in the trace, or when it was not read during
+/// the trace and is cached now (it was cached before the start, or read by
+/// someone else, such as the service's own prefetch threads, which the
+/// start's trace does not see).
+fn clip_mappings(batch: &mut coldstart_profile::Batch) {
+    use coldstart_profile::{Batch, PageEvent, PageEventKind};
+    use std::collections::HashMap;
+    let mut first_read: HashMap<(i64, u64), i64> = HashMap::new();
+    for e in batch
+        .page_events
+        .iter()
+        .filter(|e| e.kind == PageEventKind::Read)
+    {
+        for page in e.page..e.page.saturating_add(e.npages) {
+            first_read.entry((e.file_id, page)).or_insert(e.t_ns);
+        }
+    }
+    let mut resident: HashMap<i64, Option<cache::ResidentPages>> = HashMap::new();
+    let files = &batch.files;
+    let mut clipped = Vec::with_capacity(batch.page_events.len());
+    for e in batch.page_events.drain(..) {
+        if e.kind != PageEventKind::Map {
+            clipped.push(e);
+            continue;
+        }
+        let now = resident.entry(e.file_id).or_insert_with(|| {
+            let file = Batch::batch_index(e.file_id).and_then(|i| files.get(i))?;
+            cache::resident_pages(std::path::Path::new(file.path.as_ref()?)).ok()
+        });
+        let mapped = |page: u64| match first_read.get(&(e.file_id, page)) {
+            Some(&t) => t <= e.t_ns,
+            None => now.as_ref().is_some_and(|r| r.contains(page)),
+        };
+        let mut run: Option<u64> = None;
+        let end = e.page.saturating_add(e.npages);
+        for page in e.page..=end {
+            match (run, page < end && mapped(page)) {
+                (None, true) => run = Some(page),
+                (Some(start), false) => {
+                    clipped.push(PageEvent {
+                        page: start,
+                        npages: page - start,
+                        ..e
+                    });
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+    }
+    batch.page_events = clipped;
+}
+
+/// Names the files no open or mapping named (opened before the attach, or
+/// read and closed by a process gone by the end) by ext4 file handles.
+fn name_by_handles(files: &mut [coldstart_profile::NewFile]) {
+    let mut resolver: Option<HandleResolver> = None;
+    let unnamed = |f: &&mut coldstart_profile::NewFile| {
+        f.path.is_none() && !matches!(f.kind, Some(FileKind::Metadata | FileKind::Memory))
+    };
+    for file in files.iter_mut().filter(unnamed) {
+        let resolver = resolver.get_or_insert_with(HandleResolver::mounted);
+        let identity = Inode {
+            dev: file.dev,
+            ino: file.ino,
+        };
+        let Some(path) = resolver.path(identity) else {
+            continue;
+        };
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            crate::trace::name_from_disk(file, path.clone());
+            file.build_id = build_id(std::path::Path::new(&path));
+            file.note = None;
+            file.kind = Some(FileKind::File);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldstart_profile::{Batch, NewFile, PageEvent, PageEventKind};
+
+    fn event(t_ns: i64, page: u64, npages: u64, kind: PageEventKind) -> PageEvent {
+        PageEvent {
+            t_ns,
+            pid: 7,
+            file_id: Batch::batch_file_id(0),
+            page,
+            npages,
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_mapping_keeps_only_the_pages_read_before_it() {
+        // A file with no path: nothing is known cached but what the trace
+        // saw read.
+        let file = NewFile {
+            dev: 1,
+            ino: 2,
+            path: None,
+            size: None,
+            mtime_ns: None,
+            build_id: None,
+            opened_by_tree: true,
+            kind: Some(FileKind::File),
+            opened_as: None,
+            note: None,
+        };
+        let mut batch = Batch {
+            files: vec![file],
+            page_events: vec![
+                event(10, 3, 2, PageEventKind::Read),
+                event(15, 9, 1, PageEventKind::Fault),
+                event(20, 0, 16, PageEventKind::Map),
+                // Read after the mapping: it was not mapped by it.
+                event(30, 8, 1, PageEventKind::Read),
+                event(40, 6, 4, PageEventKind::Map),
+            ],
+            ..Batch::default()
+        };
+        clip_mappings(&mut batch);
+        let left: Vec<(i64, u64, u64, PageEventKind)> = batch
+            .page_events
+            .iter()
+            .map(|e| (e.t_ns, e.page, e.npages, e.kind))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (10, 3, 2, PageEventKind::Read),
+                (15, 9, 1, PageEventKind::Fault),
+                (20, 3, 2, PageEventKind::Map),
+                (30, 8, 1, PageEventKind::Read),
+                (40, 8, 1, PageEventKind::Map),
+            ]
+        );
+    }
+}
