@@ -1130,9 +1130,17 @@ are not faster. The end of a start is when its process tree falls quiet (less \
 than a fifth of a CPU, little read) for the program's quiet time, its first \
 process exits, or the cap.
 
+It learns plans by itself (unless --no-learn): told of every exec on the \
+machine's filesystems, it watches the start of a program it does not know, and \
+when the start read --learn-min-read-mb from storage it traces the program's \
+next start (its process tree only, nothing changed: no cache drop, no readahead \
+setting), compiles a plan from it and serves the starts after; the first served \
+starts are traced too and the plan compiled again from them. An executable that \
+changes (a package upgrade) is learned again.
+
 `coldstart serve install PLAN --program EXE` gives the service a plan made with \
 `coldstart plan`; a running service picks it up at once. `coldstart serve forget \
-EXE` removes a program. The service does not yet learn plans from ordinary starts.";
+EXE` removes a program.";
 
 const SERVE_EXAMPLES: &str = "\
 Examples:
@@ -1140,6 +1148,7 @@ Examples:
   sudo coldstart serve install ff.plan --program /usr/bin/firefox-esr
   sudo coldstart serve
   sudo coldstart serve --state /tmp/cs-state --hold-out 20
+  sudo coldstart serve --no-learn
   coldstart status";
 
 #[derive(Debug, Args)]
@@ -1164,6 +1173,15 @@ pub struct ServeArgs {
     /// Starts followed at once; a start beyond them is not served
     #[arg(long, value_name = "N", default_value_t = coldstart_serve::service::DEFAULT_MAX_STARTS)]
     pub max_starts: usize,
+
+    /// Do not learn plans: serve only the plans installed by hand, and hear
+    /// of no exec but theirs
+    #[arg(long)]
+    pub no_learn: bool,
+
+    /// Learn a program once a start of it read this many MiB from storage
+    #[arg(long, value_name = "MIB", default_value_t = (coldstart_serve::learn::DEFAULT_MIN_READ_BYTES >> 20) as f64)]
+    pub learn_min_read_mb: f64,
 }
 
 #[derive(Debug, clap::Subcommand)]

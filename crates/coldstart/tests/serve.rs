@@ -1,8 +1,13 @@
 //! `coldstart serve` end to end (root): the service runs from a temporary
-//! state directory, a plan is installed for a test program, and the program
-//! is started plainly, with no wrapper. Oracles: the program's own record
-//! of which pages were cached before it read them (mincore in the
-//! program), and mincore of the data file afterwards from this process.
+//! state directory, a plan is installed for a test program (or learned
+//! from its plain starts), and the program is started plainly, with no
+//! wrapper. Oracles: the program's own record of which pages were cached
+//! before it read them (mincore in the program), the pages it was told to
+//! read, and mincore of the data file afterwards from this process.
+//!
+//! The services of the tests of installed plans run with --no-learn: a
+//! learning service hears of every exec on the machine, and the tests'
+//! own compilers would become programs of its state.
 
 use coldstart_testkit::{
     cold_file, copy_executable, resident_pages, run_ok, skip, world_readable_temp_dir,
@@ -127,9 +132,21 @@ struct Service {
 }
 
 impl Service {
+    /// A service that serves the plans installed and learns none.
     fn start(state: &Path, hold_out: &str) -> Service {
+        Service::start_with(
+            state,
+            &["--no-learn", "--hold-out", hold_out],
+            "serving 1 program",
+        )
+    }
+
+    /// A service run with `args`, once it said `ready`.
+    fn start_with(state: &Path, args: &[&str], ready: &str) -> Service {
         let mut child = coldstart()
-            .args(["serve", "--hold-out", hold_out, "--state"])
+            .arg("serve")
+            .args(args)
+            .arg("--state")
             .arg(state)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -144,7 +161,7 @@ impl Service {
             }
         });
         let service = Service { child, lines };
-        service.wait_for("serving 1 program");
+        service.wait_for(ready);
         service
     }
 
@@ -186,12 +203,36 @@ impl Service {
     }
 }
 
-impl Drop for Service {
-    fn drop(&mut self) {
+impl Service {
+    /// Stops the service as its unit does (SIGTERM), killing it after 10 s.
+    fn stop(&mut self) {
         self.signal(libc::SIGCONT);
+        self.signal(libc::SIGTERM);
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         self.signal(libc::SIGKILL);
         let _ = self.child.wait();
     }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The trace instances process `pid` has under tracefs.
+fn trace_instances_of(pid: u32) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/sys/kernel/tracing/instances") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&format!("coldstart-{pid}-")))
+        .collect()
 }
 
 /// Evicts the data file, starts the program plainly (with `env` set) and
@@ -450,4 +491,138 @@ fn a_hostile_plan_is_refused_with_its_reason() {
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("under /proc"), "{said}");
     assert!(said.contains(&s.plan.display().to_string()), "{said}");
+}
+
+/// The pages of `file` a plan in the plan format lists, in order.
+fn planned_pages_of(plan: &Path, file: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(plan).unwrap();
+    let index = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("file "))
+        .find(|l| l.ends_with(&format!(" {}", file.display())))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{} is not in the plan:\n{text}", file.display()))
+        .to_string();
+    let mut pages: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("extent "))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next()? == index).then_some(())?;
+            let (page, pages) = f.next()?.split_once('+')?;
+            let page: u64 = page.parse().ok()?;
+            Some(page..page + pages.parse::<u64>().ok()?)
+        })
+        .flatten()
+        .collect();
+    pages.sort_unstable();
+    pages
+}
+
+#[test]
+fn a_program_started_plainly_is_learned_then_served_and_relearned_when_it_changes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    // A start that reads 10 KiB from storage waits on the disk here; the
+    // program lingers so that the service's samples of its tree see it.
+    let service = Service::start_with(
+        &s.state,
+        &["--hold-out", "0", "--learn-min-read-mb", "0.01"],
+        "serving 0 program",
+    );
+    let linger = [("SERVED_START_LINGER_MS", "400")];
+    let pages = [1, 5, 9, 40];
+    let cold = pages.map(|p| (p, false)).to_vec();
+    let program = s.program.display().to_string();
+
+    // The program's record of a start, the data file evicted before it.
+    let start = |pages: &[u64]| start_program(&s, &linger, pages);
+
+    // First start: seen reading, the program becomes learning.
+    assert_eq!(start(&pages), cold, "{}", service.said());
+    service.wait_for(&format!("{program}: its start read"));
+    service.wait_for(&format!(
+        "{program}: learning: its next start will be traced"
+    ));
+    // Second start: traced, not served; the plan is learned from it.
+    assert_eq!(start(&pages), cold, "{}", service.said());
+    service.wait_for(&format!("{program}: learned a plan"));
+    let status = status(&s.state);
+    let ours = status["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["exe"] == program.as_str())
+        .unwrap_or_else(|| panic!("{status}"))
+        .clone();
+    assert_eq!(ours["state"], "serving", "{ours}");
+    assert_eq!(ours["starts_seen"], 1, "{ours}");
+    // The data file's planned pages are the pages the program read: it
+    // maps the file with MADV_RANDOM, so nothing around them was cached to
+    // be mapped by fault-around.
+    let plan = s
+        .state
+        .join("programs")
+        .join(ours["id"].as_str().unwrap())
+        .join("plan");
+    assert_eq!(planned_pages_of(&plan, &s.data), pages.to_vec());
+
+    // Third start, cold: served, every page it reads was cached before.
+    let served = start(&pages);
+    assert_eq!(
+        served,
+        pages.map(|p| (p, true)).to_vec(),
+        "{}",
+        service.said()
+    );
+    service.wait_for(&format!("{program}: refined a plan"));
+    assert_eq!(resident_pages(&s.data), pages.to_vec());
+
+    // A changed executable (rebuilt, renamed over it) is learned again.
+    let rebuilt = s.dir.path().join("served_start.new");
+    run_ok(
+        Command::new("cc")
+            .args(["-O0", "-DREBUILT", "-o"])
+            .arg(&rebuilt)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/served_start.c"
+            )),
+    );
+    std::fs::rename(&rebuilt, &s.program).unwrap();
+    service.wait_for(&format!("{program} changed since its plan was made"));
+    service.wait_for_nth(
+        &format!("{program}: learning: its next start will be traced"),
+        2,
+    );
+    let ours = status_of(&s.state, &program);
+    assert_eq!(ours["state"], "learning", "{ours}");
+    assert!(
+        ours["why"].as_str().unwrap_or("").contains("relearning"),
+        "{ours}"
+    );
+    assert!(!plan.exists(), "the old plan was removed");
+    // Its next start is not served the old plan.
+    let record = start(&[1, 5]);
+    assert_eq!(record, vec![(1, false), (5, false)], "{}", service.said());
+    service.wait_for_nth(&format!("{program}: learned a plan"), 2);
+    // Stopped, it leaves no trace instance behind (it kept one ready).
+    let mut service = service;
+    let pid = service.child.id();
+    assert!(!trace_instances_of(pid).is_empty(), "{}", service.said());
+    service.stop();
+    assert_eq!(trace_instances_of(pid), Vec::<String>::new());
+    drop(s.dir);
+}
+
+/// The status entry of the program whose executable is `exe`.
+fn status_of(state: &Path, exe: &str) -> Value {
+    let status = status(state);
+    status["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["exe"] == exe)
+        .unwrap_or_else(|| panic!("{status}"))
+        .clone()
 }

@@ -124,12 +124,14 @@ fn check_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Plans made by hand for the tests of this crate.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use coldstart_prefetch::{Extent, Lookup, PlanFile, PlanSource};
+pub(crate) mod testing {
+    use coldstart_prefetch::{Extent, Plan, PlanFile, PlanSource};
 
-    fn plan(files: &[(&str, u64)], extents: &[(usize, u64, u64)]) -> Plan {
+    /// A plan of 4 KiB pages naming `files` (path, size) with `extents`
+    /// (file, first page, pages).
+    pub(crate) fn plan(files: &[(&str, u64)], extents: &[(usize, u64, u64)]) -> Plan {
         Plan {
             page_size: 4096,
             source: PlanSource {
@@ -162,6 +164,13 @@ mod tests {
             lookups: Vec::new(),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::plan;
+    use super::*;
+    use coldstart_prefetch::{Extent, Lookup};
 
     #[test]
     fn a_sound_plan_is_admitted_and_its_size_capped() {

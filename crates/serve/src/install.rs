@@ -84,9 +84,12 @@ pub fn install(state: &State, what: &Install) -> Result<Program, InstallError> {
             .unwrap_or(0),
         quiet_ms: what.quiet_ms,
         cap_ms: what.cap_ms,
+        traced_starts: 0,
     };
     // The plan first: a service that sees program.json finds its plan.
     state.save_program_dir(&id)?;
+    // Starts traced for an earlier plan are not refined into this one.
+    state.remove_learned(&id)?;
     state.save_plan(&id, &plan)?;
     state.save_starts(&id, &[])?;
     state.save_program(&program)?;

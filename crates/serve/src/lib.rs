@@ -21,6 +21,7 @@
 
 pub mod admit;
 pub mod install;
+pub mod learn;
 pub mod service;
 pub mod start;
 pub mod state;

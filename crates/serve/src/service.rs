@@ -11,12 +11,19 @@
 //!   the programs: each is checked again, and the marks set anew.
 //! - SIGTERM or SIGINT ends the follows under way (their starts recorded as
 //!   stopped) and the service; SIGHUP reloads.
+//! - With learning on ([`crate::learn`]), the group also reports every exec
+//!   on the machine's filesystems: a start of an unknown program is
+//!   watched, and one that waited on the disk makes its program learning.
+//!   A trace instance is kept ready while a program's next start is to be
+//!   traced, and attached to that start at its exec event.
 
 use crate::admit::admit;
+use crate::learn;
 use crate::start::{self, StartContext};
 use crate::state::{Program, ProgramState, StartRecord, State, StateError};
 use crate::verdict::{self, Verdict};
 use coldstart_prefetch::Plan;
+use coldstart_record::attach::{LEARN_BUFFER_KB_PER_CPU, Ready};
 use coldstart_system::build_id::build_id;
 use coldstart_system::fanotify::{ExecEvent, ExecEvents};
 use coldstart_system::identity::{FileIdentity, Inode};
@@ -25,6 +32,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::inotify;
 use std::collections::HashMap;
 use std::io::Read as _;
+use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -46,6 +54,12 @@ pub struct ServeOptions {
     pub max_plan_bytes: u64,
     /// Starts followed at once; a start beyond them is not served.
     pub max_starts: usize,
+    /// Learn plans from ordinary starts: hear of every exec, watch unknown
+    /// programs' starts, trace the starts of programs to learn.
+    pub learn: bool,
+    /// A start of an unknown program that read this many bytes from
+    /// storage makes its program learning.
+    pub learn_min_read_bytes: u64,
 }
 
 /// The share of starts held out unless told: one in ten.
@@ -72,7 +86,8 @@ pub enum ServeError {
 /// A program being served, as loaded.
 struct Loaded {
     program: Program,
-    plan: Arc<Plan>,
+    /// None while the program is learning.
+    plan: Option<Arc<Plan>>,
     inode: Inode,
     /// The first process of each start being followed.
     roots: Arc<Mutex<Vec<i32>>>,
@@ -110,13 +125,38 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
         events: ExecEvents::new().map_err(ServeError::Fanotify)?,
         watch,
         refused: HashMap::new(),
+        ready: Vec::new(),
+        traces_made: 0,
+        no_trace: None,
+        tracing: Arc::new(AtomicUsize::new(0)),
+        wake: signals.wake.try_clone().map_err(ServeError::Signals)?,
+        watching: Arc::new(Mutex::new(Vec::new())),
+        watched: HashMap::new(),
+        unmarked: Vec::new(),
+        filesystems_marked: false,
+        watched_dirs: HashMap::new(),
+        announced: HashMap::new(),
+        recent_execs: HashMap::new(),
     };
+    if options.learn {
+        for name in coldstart_record::attach::remove_left_behind() {
+            log(&format!(
+                "removed the trace instance {name}, left by a coldstart killed before"
+            ));
+        }
+    }
     service.reload(log)?;
+    service.keep_ready(log);
     log(&format!(
-        "serving {} program(s) from {}; holding out {}% of starts",
+        "serving {} program(s) from {}; holding out {}% of starts; {}",
         service.loaded.len(),
         options.state_dir.display(),
-        options.hold_out_percent
+        options.hold_out_percent,
+        if options.learn {
+            "learning the programs whose starts wait on the disk"
+        } else {
+            "not learning"
+        }
     ));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
@@ -167,8 +207,10 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
             }
         }
         threads.retain(|t| !t.is_finished());
+        service.keep_ready(log);
     }
     service.stopping.store(true, Ordering::Release);
+    service.ready.clear();
     for thread in threads {
         let _ = thread.join();
     }
@@ -200,14 +242,59 @@ struct Service {
     watch: OwnedFd,
     /// Programs refused at the last load, with why: said once.
     refused: HashMap<String, String>,
+    /// A trace set up for the next start to trace, while one is wanted.
+    ready: Vec<Ready>,
+    /// Traces set up so far: each instance gets a name of its own.
+    traces_made: u32,
+    /// Why no trace can be set up, said once (until the next reload).
+    no_trace: Option<String>,
+    /// Starts being traced now (at most [`MAX_TRACES`]).
+    tracing: Arc<AtomicUsize>,
+    /// Wakes the loop (see [`Signals::wake`]).
+    wake: UnixStream,
+    /// The first process of each unknown program's start being watched.
+    watching: Arc<Mutex<Vec<i32>>>,
+    /// Starts watched per unknown executable, this run of the service.
+    watched: HashMap<Inode, u8>,
+    /// Filesystems whose execs cannot be heard of, with why: said once.
+    unmarked: Vec<String>,
+    /// Whether the group has the filesystems marked (learning).
+    filesystems_marked: bool,
+    /// What each inotify watch descriptor is on.
+    watched_dirs: HashMap<i32, Watched>,
+    /// What was said of each program loaded: said again when it changes.
+    announced: HashMap<String, String>,
+    /// Processes that exec'd an unknown executable lately, and when.
+    recent_execs: HashMap<i32, i64>,
 }
+
+/// An exec by a process that exec'd this recently continues its start.
+const RECENT_EXEC_NS: i64 = 2_000_000_000;
+
+/// What an inotify watch is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watched {
+    /// programs/: a program added or removed.
+    Programs,
+    /// programs/ID/: its program.json or plan.
+    Program,
+    /// A directory holding a program's executable.
+    ExecutableDir,
+}
+
+/// Starts traced at once at most: two programs learning at the same time
+/// are both learned.
+const MAX_TRACES: usize = 2;
+
+/// Unknown executables remembered at most (then forgotten, all at once).
+const MAX_WATCHED: usize = 4096;
 
 impl Service {
     /// Loads every program of the state afresh where it changed, checks it,
     /// and marks the executables of those served in a new fanotify group.
     fn reload(&mut self, log: &Log) -> Result<(), ServeError> {
         self.recreate_if_deleted(log);
-        if let Err(e) = self.add_watch(&self.state.programs_dir()) {
+        if let Err(e) = self.add_watch(&self.state.programs_dir(), Watched::Programs) {
             log(&e.to_string());
         }
         let ids = self.state.program_ids().unwrap_or_else(|e| {
@@ -218,7 +305,7 @@ impl Service {
         let mut loaded = HashMap::new();
         let mut refused = HashMap::new();
         for id in ids {
-            let _ = self.add_watch(&self.state.programs_dir().join(&id));
+            let _ = self.add_watch(&self.state.programs_dir().join(&id), Watched::Program);
             let fingerprint = self.fingerprint(&id);
             if let Some(old) = self.loaded.remove(&id)
                 && Some(&old.fingerprint) == fingerprint.as_ref()
@@ -227,10 +314,10 @@ impl Service {
                 loaded.insert(id, old);
                 continue;
             }
-            match self.load(&id, fingerprint) {
+            match self.load(&id, fingerprint, log) {
                 Ok(Some(program)) => {
                     if let Some(dir) = program.program.exe.parent() {
-                        let _ = self.add_watch(dir);
+                        let _ = self.add_watch(dir, Watched::ExecutableDir);
                     }
                     loaded.insert(id, program);
                 }
@@ -244,19 +331,33 @@ impl Service {
             }
         }
         let marks_changed = sorted_inodes(&loaded) != marked;
+        // Each program is announced when what it is served changes.
+        let mut announced = HashMap::new();
         for (id, l) in &loaded {
-            if !self.loaded.contains_key(id) {
-                log(&format!(
+            let text = match &l.plan {
+                Some(plan) => format!(
                     "{}: serving a plan of {} MiB in {} files",
                     l.program.exe.display(),
-                    l.plan.bytes() >> 20,
-                    l.plan.files.len()
-                ));
+                    plan.bytes() >> 20,
+                    plan.files.len()
+                ),
+                None => format!(
+                    "{}: learning: its next start will be traced",
+                    l.program.exe.display()
+                ),
+            };
+            if self.announced.get(id) != Some(&text) {
+                log(&text);
             }
+            announced.insert(id.clone(), text);
         }
+        self.announced = announced;
         self.loaded = loaded;
         self.refused = refused;
-        if marks_changed {
+        self.no_trace = None;
+        // The first load marks the filesystems when learning, whatever
+        // the programs.
+        if marks_changed || self.options.learn && !self.filesystems_marked {
             self.remark(log)?;
         }
         Ok(())
@@ -286,6 +387,19 @@ impl Service {
     /// marks go with it, whatever became of their files.
     fn remark(&mut self, log: &Log) -> Result<(), ServeError> {
         let events = ExecEvents::new().map_err(ServeError::Fanotify)?;
+        if self.options.learn {
+            let unmarked =
+                coldstart_record::paths::for_each_filesystem(|mount| events.mark_filesystem(mount));
+            for failed in &unmarked {
+                if !self.unmarked.contains(failed) {
+                    log(&format!(
+                        "execs on {failed} cannot be heard of: its programs are not learned"
+                    ));
+                }
+            }
+            self.unmarked = unmarked;
+            self.filesystems_marked = true;
+        }
         for l in self.loaded.values() {
             if let Err(e) = events.mark(&l.program.exe) {
                 log(&format!(
@@ -298,7 +412,7 @@ impl Service {
         Ok(())
     }
 
-    fn add_watch(&self, dir: &Path) -> Result<(), ServeError> {
+    fn add_watch(&mut self, dir: &Path, what: Watched) -> Result<(), ServeError> {
         use inotify::WatchFlags as W;
         let flags = W::CREATE
             | W::DELETE
@@ -308,28 +422,40 @@ impl Service {
             | W::ATTRIB
             | W::DELETE_SELF
             | W::ONLYDIR;
-        inotify::add_watch(&self.watch, dir, flags)
-            .map(|_| ())
-            .map_err(|e| ServeError::Inotify {
-                path: dir.to_path_buf(),
-                error: e.into(),
-            })
+        let wd = inotify::add_watch(&self.watch, dir, flags).map_err(|e| ServeError::Inotify {
+            path: dir.to_path_buf(),
+            error: e.into(),
+        })?;
+        self.watched_dirs.insert(wd, what);
+        Ok(())
     }
 
-    /// Drains the inotify queue; whether anything but a starts record or a
-    /// temporary file changed.
+    /// Drains the inotify queue; whether a program was added or removed,
+    /// a program.json or plan changed, or a program's executable: not a
+    /// starts record, a profile or a temporary file, and no other file of
+    /// an executable's directory.
     fn state_changed(&self) -> bool {
         let mut buffer = [std::mem::MaybeUninit::<u8>::uninit(); 8192];
         let mut reader = inotify::Reader::new(&self.watch, &mut buffer);
         let mut changed = false;
         while let Ok(event) = reader.next() {
-            let name = event
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if name != "starts.json" && !name.ends_with(".tmp") {
-                changed = true;
-            }
+            let name = event.file_name().map(|n| n.to_string_lossy().into_owned());
+            let Some(what) = self.watched_dirs.get(&event.wd()) else {
+                continue;
+            };
+            changed |= match (what, name.as_deref()) {
+                // The directory itself went.
+                (_, None) => true,
+                (_, Some(name)) if name.ends_with(".tmp") => false,
+                (Watched::Programs, Some(_)) => true,
+                (Watched::Program, Some(name)) => name == "program.json" || name == "plan",
+                (Watched::ExecutableDir, Some(name)) => self.loaded.values().any(|l| {
+                    l.program
+                        .exe
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy() == name)
+                }),
+            };
         }
         changed
     }
@@ -353,12 +479,48 @@ impl Service {
     /// Loads program `id` to serve it: `Ok(None)` when it is not to be
     /// served (off, stale, or found changed now: then recorded as stale),
     /// `Err` with why when its files are refused.
-    fn load(&self, id: &str, fingerprint: Option<Fingerprint>) -> Result<Option<Loaded>, String> {
+    fn load(
+        &self,
+        id: &str,
+        fingerprint: Option<Fingerprint>,
+        log: &Log,
+    ) -> Result<Option<Loaded>, String> {
+        if !self
+            .state
+            .programs_dir()
+            .join(id)
+            .join("program.json")
+            .exists()
+        {
+            // Being made: its program.json comes last.
+            return Ok(None);
+        }
         let mut program = self.state.program(id).map_err(|e| e.to_string())?;
-        if program.state != ProgramState::Serving {
+        let learning = program.state == ProgramState::Learning;
+        if !(program.state == ProgramState::Serving || learning && self.options.learn) {
             return Ok(None);
         }
         if let Some(change) = executable_change(&program) {
+            if self.options.learn && program.exe.is_file() {
+                // Learned afresh: the old plan and its starts were another
+                // program's.
+                let fresh = learn::learning_program(&program.exe).map_err(|e| e.to_string())?;
+                log(&format!("{change}: learning it again"));
+                program = crate::state::Program {
+                    why: Some(format!("relearning: {change}")),
+                    quiet_ms: program.quiet_ms,
+                    cap_ms: program.cap_ms,
+                    ..fresh
+                };
+                // The record first: a reader never sees a serving program
+                // without its plan.
+                self.state
+                    .save_program(&program)
+                    .map_err(|e| e.to_string())?;
+                self.state.remove_learned(id).map_err(|e| e.to_string())?;
+                self.state.save_starts(id, &[]).map_err(|e| e.to_string())?;
+                return Ok(None);
+            }
             program.state = ProgramState::Stale;
             program.why = Some(change);
             self.state
@@ -366,14 +528,19 @@ impl Service {
                 .map_err(|e| e.to_string())?;
             return Ok(None);
         }
-        let mut plan = self.state.plan(id).map_err(|e| e.to_string())?;
-        admit(&mut plan, self.options.max_plan_bytes)
-            .map_err(|why| format!("{}: {why}", self.state.plan_path(id).display()))?;
+        let plan = if learning {
+            None
+        } else {
+            let mut plan = self.state.plan(id).map_err(|e| e.to_string())?;
+            admit(&mut plan, self.options.max_plan_bytes)
+                .map_err(|why| format!("{}: {why}", self.state.plan_path(id).display()))?;
+            Some(Arc::new(plan))
+        };
         let inode = Inode::of_path(&program.exe)
             .ok_or_else(|| format!("{} is gone", program.exe.display()))?;
         Ok(Some(Loaded {
             program,
-            plan: Arc::new(plan),
+            plan,
             inode,
             roots: Arc::new(Mutex::new(Vec::new())),
             record_lock: Arc::new(Mutex::new(())),
@@ -386,15 +553,22 @@ impl Service {
 
     /// Follows a start of a planned executable on a thread of its own,
     /// unless the exec belongs to a start already followed.
-    fn exec_seen(&self, seen: Seen, log: &Log) -> Option<JoinHandle<()>> {
+    fn exec_seen(&mut self, seen: Seen, log: &Log) -> Option<JoinHandle<()>> {
+        let inode = Inode::of(&seen.file.metadata().ok()?);
+        if !self.loaded.values().any(|l| l.inode == inode) {
+            return if self.options.learn {
+                self.watch_unknown(seen, inode, log)
+            } else {
+                None
+            };
+        }
         let Seen {
-            file,
+            file: _,
             pid,
             seen_ns,
             before,
         } = seen;
         let following = &self.following;
-        let inode = Inode::of(&file.metadata().ok()?);
         let loaded = self.loaded.values().find(|l| l.inode == inode)?;
         {
             let mut roots = loaded.roots.lock().ok()?;
@@ -404,9 +578,32 @@ impl Service {
             roots.push(pid);
         }
         let may_serve = following.fetch_add(1, Ordering::AcqRel) < self.options.max_starts;
+        // The trace first: the start's first pages are read within a
+        // millisecond of its exec.
+        let trace = if learn::wants_trace(&loaded.program) && !self.ready.is_empty() {
+            self.tracing.fetch_add(1, Ordering::AcqRel);
+            let attached = self
+                .ready
+                .pop()
+                .and_then(|ready| match ready.attach(pid, seen_ns) {
+                    Ok(attached) => Some(attached),
+                    Err(e) => {
+                        log(&format!("cannot trace a start: {e}"));
+                        None
+                    }
+                });
+            if attached.is_none() {
+                self.tracing.fetch_sub(1, Ordering::AcqRel);
+            }
+            attached
+        } else {
+            None
+        };
+        let traced = trace.is_some();
         let context = StartContext {
             program: loaded.program.clone(),
-            plan: Arc::clone(&loaded.plan),
+            plan: loaded.plan.clone(),
+            trace,
             planned: inode,
             before,
             pid,
@@ -420,6 +617,9 @@ impl Service {
         let counter = Arc::clone(following);
         let stopping = Arc::clone(&self.stopping);
         let thread_log = Arc::clone(log);
+        let tracing = Arc::clone(&self.tracing);
+        let wake = self.wake.try_clone().ok();
+        let max_plan_bytes = self.options.max_plan_bytes;
         let thread = std::thread::Builder::new()
             // The prefetcher's name from the start: a trace tells the
             // replay's reads from the program's by it, and the kernel gives
@@ -428,10 +628,25 @@ impl Service {
             .spawn(move || {
                 let id = context.program.id.clone();
                 let exe = context.program.exe.clone();
-                if let Some(record) = start::follow(context, &stopping) {
+                if let Some(followed) = start::follow(context, &stopping) {
                     let _guard = record_lock.lock();
-                    for line in record_start(&state, &id, &exe, record) {
+                    for line in record_start(&state, &id, &exe, followed.record) {
                         thread_log(&line);
+                    }
+                    if let Some((attached, end)) = followed.trace {
+                        // Decoding and compiling yield to everything else.
+                        lower_priority();
+                        match learn::learn_from(&state, &id, attached, &end, max_plan_bytes) {
+                            Ok(line) => thread_log(&line),
+                            Err(why) => thread_log(&format!("{}: {why}", exe.display())),
+                        }
+                    }
+                }
+                if traced {
+                    tracing.fetch_sub(1, Ordering::AcqRel);
+                    if let Some(mut wake) = wake {
+                        use std::io::Write as _;
+                        let _ = wake.write(&[0]);
                     }
                 }
                 counter.fetch_sub(1, Ordering::AcqRel);
@@ -443,6 +658,9 @@ impl Service {
             Ok(thread) => Some(thread),
             Err(e) => {
                 following.fetch_sub(1, Ordering::AcqRel);
+                if traced {
+                    self.tracing.fetch_sub(1, Ordering::AcqRel);
+                }
                 log(&format!(
                     "cannot follow a start of {}: {e}",
                     loaded.program.exe.display()
@@ -450,6 +668,132 @@ impl Service {
                 None
             }
         }
+    }
+
+    /// Watches the start of an executable the service has no program for:
+    /// one that reads [`ServeOptions::learn_min_read_bytes`] from storage
+    /// makes its program learning. A few starts per executable at most, two
+    /// at once, none that belongs to a start followed or watched already.
+    fn watch_unknown(&mut self, seen: Seen, inode: Inode, log: &Log) -> Option<JoinHandle<()>> {
+        if self.watched.len() >= MAX_WATCHED {
+            self.watched.clear();
+        }
+        let pid = seen.pid;
+        // A process that exec'd moments ago and execs again (a script's
+        // interpreter, a launcher) goes on with the same start.
+        let now = seen.seen_ns;
+        self.recent_execs.retain(|_, at| now - *at < RECENT_EXEC_NS);
+        if self.recent_execs.insert(pid, now).is_some() || self.recent_execs.len() > MAX_WATCHED {
+            return None;
+        }
+        let count = self.watched.entry(inode).or_insert(0);
+        if *count >= learn::WATCHED_STARTS_PER_PROGRAM {
+            return None;
+        }
+        let mut watching = self.watching.lock().ok()?;
+        if watching.len() >= learn::WATCHED_AT_ONCE {
+            return None;
+        }
+        let followed = self
+            .loaded
+            .values()
+            .filter_map(|l| l.roots.lock().ok().map(|r| r.clone()))
+            .flatten();
+        if watching
+            .iter()
+            .copied()
+            .chain(followed)
+            .any(|root| start::descends_from(pid, root))
+        {
+            return None;
+        }
+        let exe = std::fs::read_link(format!("/proc/self/fd/{}", seen.file.as_raw_fd())).ok()?;
+        if !exe.is_absolute()
+            || !std::fs::metadata(&exe).is_ok_and(|m| m.is_file())
+            || learn::not_learned(&exe).is_some()
+            || exe.starts_with(self.state.dir())
+        {
+            return None;
+        }
+        *count += 1;
+        watching.push(pid);
+        drop(watching);
+        let program = learn::learning_program(&exe).ok()?;
+        let state = self.state.clone();
+        let stopping = Arc::clone(&self.stopping);
+        let watching = Arc::clone(&self.watching);
+        let thread_log = Arc::clone(log);
+        let min_read = self.options.learn_min_read_bytes;
+        let thread = std::thread::Builder::new()
+            .name("cs-watch".into())
+            .spawn(move || {
+                let end = start::watch_tree(pid, seen.seen_ns, &program, &stopping);
+                if end.read_bytes >= min_read
+                    && end.by != crate::state::EndedBy::Stopped
+                    && state.program(&program.id).is_err()
+                    && Inode::of_path(&program.exe) == Some(inode)
+                {
+                    thread_log(&format!(
+                        "{}: its start read {:.1} MiB from storage: learning it",
+                        program.exe.display(),
+                        end.read_bytes as f64 / 1048576.0
+                    ));
+                    if let Err(e) = state
+                        .save_starts(&program.id, &[])
+                        .or_else(|_| state.save_program_dir(&program.id))
+                        .and_then(|()| state.save_program(&program))
+                    {
+                        thread_log(&format!("cannot record it: {e}"));
+                    }
+                }
+                if let Ok(mut watching) = watching.lock() {
+                    watching.retain(|&r| r != pid);
+                }
+            });
+        match thread {
+            Ok(thread) => Some(thread),
+            Err(e) => {
+                if let Ok(mut w) = self.watching.lock() {
+                    w.retain(|&r| r != pid);
+                }
+                log(&format!("cannot watch a start of {}: {e}", exe.display()));
+                None
+            }
+        }
+    }
+
+    /// Sets a trace up while a program's next start is to be traced and
+    /// none is (or drops it when none is wanted, freeing its buffers).
+    fn keep_ready(&mut self, log: &Log) {
+        let wanted =
+            self.options.learn && self.loaded.values().any(|l| learn::wants_trace(&l.program));
+        if !wanted {
+            self.ready.clear();
+            return;
+        }
+        while self.no_trace.is_none()
+            && self.ready.len() + self.tracing.load(Ordering::Acquire) < MAX_TRACES
+        {
+            self.traces_made += 1;
+            let tag = format!("learn{}", self.traces_made);
+            match Ready::prepare(&tag, LEARN_BUFFER_KB_PER_CPU) {
+                Ok(ready) => self.ready.push(ready),
+                Err(e) => {
+                    let why = e.to_string();
+                    log(&format!("cannot set a trace up to learn plans: {why}"));
+                    self.no_trace = Some(why);
+                }
+            }
+        }
+    }
+}
+
+/// Lowers the calling thread's CPU priority (nice 10): the work after a
+/// traced start must not slow the next.
+fn lower_priority() {
+    // SAFETY: no pointers; a thread id of this process and a priority.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
     }
 }
 
@@ -539,6 +883,9 @@ fn executable_change(program: &Program) -> Option<String> {
 /// The signals the service answers, written to a pipe its loop polls.
 struct Signals {
     read: UnixStream,
+    /// Written to by the threads when a traced start is done with: the
+    /// loop wakes and sets the next trace up.
+    wake: UnixStream,
     stop: Arc<AtomicBool>,
     reload: Arc<AtomicBool>,
 }
@@ -564,7 +911,14 @@ impl Signals {
             let write = write.try_clone().map_err(ServeError::Signals)?;
             signal_hook::low_level::pipe::register(signal, write).map_err(ServeError::Signals)?;
         }
-        Ok(Signals { read, stop, reload })
+        let wake = write.try_clone().map_err(ServeError::Signals)?;
+        wake.set_nonblocking(true).map_err(ServeError::Signals)?;
+        Ok(Signals {
+            read,
+            wake,
+            stop,
+            reload,
+        })
     }
 
     fn take(&self) -> SignalTaken {

@@ -13,12 +13,18 @@
 //!    coldstart prefetcher, as the user the program runs as.
 //! 5. The process tree is sampled until it falls quiet, its first process
 //!    exits, or the cap; the replay is stopped there if still going.
+//!
+//! A program with no plan yet (learning) is not served: its start is
+//! traced, when the service has a trace ready, and handed back with the
+//! record for [`crate::learn`]. A served start may be traced as well, to
+//! refine the plan; held-out and opted-out starts never are.
 
 use crate::state::{EndedBy, Outcome, Program, StartRecord};
 use coldstart_prefetch::Plan;
 use coldstart_prefetch::replay::{
     self, DEFAULT_WINDOW_BYTES, Method, PREFETCHER_COMM, ReplayOptions, ReplayReport,
 };
+use coldstart_record::attach::{Attached, AttachedEnd};
 use coldstart_system::cache;
 use coldstart_system::credentials::Credentials;
 use coldstart_system::identity::Inode;
@@ -59,7 +65,10 @@ const MAX_PRESSURE: f64 = 10.0;
 /// What a start needs from the service.
 pub struct StartContext {
     pub program: Program,
-    pub plan: Arc<Plan>,
+    /// None while the program is learning.
+    pub plan: Option<Arc<Plan>>,
+    /// The trace attached to the start at its exec, when it is traced.
+    pub trace: Option<Attached>,
     /// The executable's inode, as the event handed it over.
     pub planned: Inode,
     /// The process as the event found it.
@@ -72,34 +81,69 @@ pub struct StartContext {
     pub may_serve: bool,
 }
 
+/// A start followed to its end.
+pub struct Followed {
+    pub record: StartRecord,
+    /// The start's trace, still to be written and learned from.
+    pub trace: Option<(Attached, AttachedEnd)>,
+}
+
 /// Follows one start to its end; `None` when the process was gone (or
 /// never completed its exec) before the start could be judged.
-pub fn follow(context: StartContext, stopping: &AtomicBool) -> Option<StartRecord> {
+pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Followed> {
     let at_unix_ms = unix_ms();
-    let resident_share = resident_share(&context.plan);
+    let resident_share = context.plan.as_deref().map_or(0.0, resident_share);
     // While the exec completes: what memory allows does not depend on it.
-    let short = memory_short(context.plan.bytes());
+    let short = memory_short(context.plan.as_ref().map_or(0, |p| p.bytes()));
     let opted_out = wait_for_exec(&context)?;
     let outcome = decide(&context, opted_out, short);
     let credentials = Credentials::of_process(context.pid).ok();
     let uid = credentials.as_ref().map(|c| c.uid);
+    let gid = credentials.as_ref().map(|c| c.gid);
+    // Only starts served or learned from are traced.
+    let trace = context.trace.take();
+    let trace = match outcome {
+        Outcome::Served | Outcome::Learning => trace,
+        _ => {
+            // Stops recording now, not at the start's end.
+            drop(trace);
+            None
+        }
+    };
+    let argv = command_line(context.pid);
+    let exe = std::fs::read_link(exe_link(context.pid))
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| context.program.exe.display().to_string());
     let replay_stop = Arc::new(AtomicBool::new(false));
     let first_request_ns = Arc::new(AtomicI64::new(0));
-    let replay = (outcome == Outcome::Served)
-        .then(|| {
-            spawn_replay(
-                Arc::clone(&context.plan),
-                credentials,
-                Arc::clone(&replay_stop),
-                Arc::clone(&first_request_ns),
-            )
-        })
-        .flatten();
-    let end = watch_tree(&context, stopping);
+    let replay = match (&context.plan, outcome) {
+        (Some(plan), Outcome::Served) => spawn_replay(
+            Arc::clone(plan),
+            credentials,
+            Arc::clone(&replay_stop),
+            Arc::clone(&first_request_ns),
+        ),
+        _ => None,
+    };
+    let end = watch_tree(context.pid, context.seen_ns, &context.program, stopping);
     replay_stop.store(true, Ordering::Release);
     let report: Option<ReplayReport> = replay.and_then(|thread| thread.join().ok());
     let first = first_request_ns.load(Ordering::Acquire);
-    Some(StartRecord {
+    let traced = trace.is_some();
+    let trace = trace.map(|attached| {
+        (
+            attached,
+            AttachedEnd {
+                argv,
+                exe,
+                uid: uid.unwrap_or(0),
+                gid: gid.unwrap_or(0),
+                ended_ns: end.at_ns,
+                exited: end.by == EndedBy::Exited,
+            },
+        )
+    });
+    let record = StartRecord {
         at_unix_ms,
         pid: context.pid,
         uid,
@@ -122,7 +166,22 @@ pub fn follow(context: StartContext, stopping: &AtomicBool) -> Option<StartRecor
                     .collect()
             })
             .unwrap_or_default(),
-    })
+        traced,
+    };
+    Some(Followed { record, trace })
+}
+
+/// The command line of `pid`, its arguments split at NULs.
+fn command_line(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|bytes| {
+            bytes
+                .split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The share of the planned pages of the plan's most planned file (a
@@ -238,6 +297,9 @@ fn decide(context: &StartContext, opted_out: bool, memory_short: bool) -> Outcom
     if opted_out {
         return Outcome::OptedOut;
     }
+    if context.plan.is_none() {
+        return Outcome::Learning;
+    }
     if held_out(context.hold_out_percent, context.pid) {
         return Outcome::HeldOut;
     }
@@ -291,10 +353,11 @@ fn spawn_replay(
 }
 
 /// Where and how a start ended.
-struct End {
-    at_ns: i64,
-    by: EndedBy,
-    read_bytes: u64,
+pub struct End {
+    pub at_ns: i64,
+    pub by: EndedBy,
+    /// What the tree had read from storage by then.
+    pub read_bytes: u64,
 }
 
 /// Samples the tree from `context.pid` every [`SAMPLE_EVERY`] until it
@@ -302,23 +365,24 @@ struct End {
 /// cap is reached or the service stops. A sample is busy when the tree used
 /// a fifth of a CPU or more since the one before (two clock ticks in
 /// 100 ms), read 256 KiB or more from storage, or waited on 4 major faults.
-fn watch_tree(context: &StartContext, stopping: &AtomicBool) -> End {
-    let quiet_ns = context.program.quiet_ms as i64 * 1_000_000;
-    let cap_at = context.seen_ns + context.program.cap_ms as i64 * 1_000_000;
-    let mut last_busy = context.seen_ns;
+/// `pid` exec'd at `seen_ns`; the quiet time and the cap are `program`'s.
+pub fn watch_tree(pid: i32, seen_ns: i64, program: &Program, stopping: &AtomicBool) -> End {
+    let quiet_ns = program.quiet_ms as i64 * 1_000_000;
+    let cap_at = seen_ns + program.cap_ms as i64 * 1_000_000;
+    let mut last_busy = seen_ns;
     let mut before = Usage::default();
     let mut read_bytes = 0;
     loop {
         std::thread::sleep(SAMPLE_EVERY);
         let now = monotonic_ns();
-        if exited(context.pid) {
+        if exited(pid) {
             return End {
                 at_ns: now,
                 by: EndedBy::Exited,
                 read_bytes,
             };
         }
-        let usage = tree_usage(context.pid);
+        let usage = tree_usage(pid);
         read_bytes = read_bytes.max(usage.read_bytes);
         let busy = usage.cpu_ticks.saturating_sub(before.cpu_ticks) >= 2
             || usage.read_bytes.saturating_sub(before.read_bytes) >= 256 << 10

@@ -5,6 +5,8 @@
 //! STATE/programs/ID/program.json  the program: executable, identity, state
 //! STATE/programs/ID/plan          its plan, in the plan format
 //! STATE/programs/ID/starts.json   the starts it saw, newest last
+//! STATE/programs/ID/profile.db    the starts it traced to learn the plan
+//!                                 (a coldstart profile, newest runs kept)
 //! ```
 //!
 //! Every file is written whole to a temporary file beside it, synced and
@@ -67,8 +69,11 @@ pub enum ProgramState {
     /// held-out ones, or it was switched off by hand.
     Off,
     /// The executable changed since the plan was made: the plan is not
-    /// replayed until a new one is installed.
+    /// replayed until a new one is installed (when the service does not
+    /// learn; else the program is learned again).
     Stale,
+    /// No plan yet: its next start is traced and a plan compiled from it.
+    Learning,
 }
 
 impl ProgramState {
@@ -77,6 +82,7 @@ impl ProgramState {
             ProgramState::Serving => "serving",
             ProgramState::Off => "off",
             ProgramState::Stale => "stale",
+            ProgramState::Learning => "learning",
         }
     }
 }
@@ -130,6 +136,10 @@ pub struct Program {
     pub quiet_ms: u64,
     /// When a start is over at the latest, counted from its exec.
     pub cap_ms: u64,
+    /// Starts traced since the executable became what it is: the plan is
+    /// compiled from the newest of them.
+    #[serde(default)]
+    pub traced_starts: u32,
 }
 
 /// What the service did with one start.
@@ -146,6 +156,8 @@ pub enum Outcome {
     MemoryShort,
     /// Not served because as many starts were being served already.
     Busy,
+    /// The program had no plan yet: the start was traced to learn one.
+    Learning,
 }
 
 impl Outcome {
@@ -156,6 +168,7 @@ impl Outcome {
             Outcome::OptedOut => "opted-out",
             Outcome::MemoryShort => "memory-short",
             Outcome::Busy => "busy",
+            Outcome::Learning => "learning",
         }
     }
 }
@@ -198,6 +211,9 @@ pub struct StartRecord {
     pub first_request_us: Option<f64>,
     /// Files of the plan the replay did not open, and why (the first few).
     pub skipped_files: Vec<String>,
+    /// Whether the start was traced to learn or refine the plan.
+    #[serde(default)]
+    pub traced: bool,
 }
 
 /// starts.json.
@@ -244,6 +260,32 @@ impl State {
 
     pub fn plan_path(&self, id: &str) -> PathBuf {
         self.program_dir(id).join("plan")
+    }
+
+    /// The profile holding the starts traced to learn the plan of `id`.
+    pub fn profile_path(&self, id: &str) -> PathBuf {
+        self.program_dir(id).join("profile.db")
+    }
+
+    /// Removes the plan of `id` and the starts it was learned from (the
+    /// profile and SQLite's files beside it): an executable that changed
+    /// is learned afresh.
+    pub fn remove_learned(&self, id: &str) -> Result<(), StateError> {
+        let profile = self.profile_path(id);
+        let mut paths = vec![self.plan_path(id), profile.clone()];
+        for suffix in ["-wal", "-shm"] {
+            let mut name = profile.clone().into_os_string();
+            name.push(suffix);
+            paths.push(PathBuf::from(name));
+        }
+        for path in paths {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error(&path)(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Takes the lock the running service holds; fails when another holds it.

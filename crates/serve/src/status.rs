@@ -24,19 +24,26 @@ pub struct Status {
 pub struct ProgramStatus {
     pub id: String,
     pub exe: String,
-    /// "serving", "off", "stale" or "refused".
+    /// "serving", "learning", "off", "stale" or "refused".
     pub state: String,
     /// Why it is off, stale or refused.
     pub why: Option<String>,
     /// Bytes the plan reads; None when the plan cannot be read.
     pub plan_bytes: Option<u64>,
     pub plan_files: Option<usize>,
-    /// Starts seen, and of them served, held out, opted out, not served.
+    /// Where the plan came from: the file installed, or the traced starts
+    /// it was learned from.
+    pub plan_from: String,
+    /// Starts seen, and of them served, held out, opted out, not served
+    /// and learned from (traced while the program had no plan).
     pub starts_seen: usize,
     pub starts_served: usize,
     pub starts_held_out: usize,
     pub starts_opted_out: usize,
     pub starts_not_served: usize,
+    pub starts_learning: usize,
+    /// Starts traced to learn or refine the plan (learning ones included).
+    pub starts_traced: usize,
     /// Median time to the end of a cold served / held-out start, ms.
     pub median_end_ms_served: Option<f64>,
     pub median_end_ms_held_out: Option<f64>,
@@ -100,11 +107,14 @@ pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
             why,
             plan_bytes: plan.as_ref().ok().map(|p| p.bytes()),
             plan_files: plan.as_ref().ok().map(|p| p.files.len()),
+            plan_from: program.plan_from.clone(),
             starts_seen: starts.len(),
             starts_served: count(Outcome::Served),
             starts_held_out: count(Outcome::HeldOut),
             starts_opted_out: count(Outcome::OptedOut),
             starts_not_served: count(Outcome::MemoryShort) + count(Outcome::Busy),
+            starts_learning: count(Outcome::Learning),
+            starts_traced: starts.iter().filter(|s| s.traced).count(),
             median_end_ms_served: median(cold_ends(Outcome::Served)),
             median_end_ms_held_out: median(cold_ends(Outcome::HeldOut)),
             median_first_request_us: median(first),

@@ -117,6 +117,7 @@ mod tests {
             prefetch_bytes: 0,
             first_request_us: None,
             skipped_files: Vec::new(),
+            traced: false,
         }
     }
 

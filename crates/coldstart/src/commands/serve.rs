@@ -21,6 +21,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 hold_out_percent: args.hold_out,
                 max_plan_bytes,
                 max_starts: args.max_starts.max(1),
+                learn: !args.no_learn,
+                learn_min_read_bytes: (args.learn_min_read_mb.max(0.0) * 1048576.0) as u64,
             };
             // One line per event on stderr: the journal keeps it under the unit.
             let log: Log = Arc::new(|line: &str| eprintln!("coldstart serve: {line}"));
@@ -112,7 +114,8 @@ fn render(status: &Status) -> String {
     );
     if status.programs.is_empty() {
         out.push_str(
-            "no programs: give it one with `coldstart serve install PLAN --program EXE`\n",
+            "no programs yet: it learns those whose starts wait on the disk, or give it one with \
+             `coldstart serve install PLAN --program EXE`\n",
         );
     }
     for p in &status.programs {
@@ -133,13 +136,20 @@ fn render_program(p: &ProgramStatus) -> String {
     out.push('\n');
     if let (Some(bytes), Some(files)) = (p.plan_bytes, p.plan_files) {
         out.push_str(&format!(
-            "  plan: {:.1} MiB in {files} files\n",
-            bytes as f64 / 1048576.0
+            "  plan: {:.1} MiB in {files} files, {}\n",
+            bytes as f64 / 1048576.0,
+            p.plan_from
         ));
     }
     out.push_str(&format!(
-        "  starts: {} seen, {} served, {} held out, {} opted out, {} not served\n",
-        p.starts_seen, p.starts_served, p.starts_held_out, p.starts_opted_out, p.starts_not_served
+        "  starts: {} seen, {} served, {} held out, {} opted out, {} not served, {} learned from; {} traced\n",
+        p.starts_seen,
+        p.starts_served,
+        p.starts_held_out,
+        p.starts_opted_out,
+        p.starts_not_served,
+        p.starts_learning,
+        p.starts_traced
     ));
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
     out.push_str(&format!(
