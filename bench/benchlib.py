@@ -180,12 +180,13 @@ def read_ahead_settings(requested, path="/usr"):
 
 
 class Serving:
-    """`coldstart serve --hold-out 0` on the state directory `state` for a
-    `with` block, stopped by its pid (SIGTERM, then SIGKILL) on every way
-    out; what it said goes to the file `log` when one is given."""
+    """`coldstart serve --hold-out 0` (and the flags `extra`) on the state
+    directory `state` for a `with` block, stopped by its pid (SIGTERM, then
+    SIGKILL) on every way out; what it said goes to the file `log` when one
+    is given."""
 
-    def __init__(self, coldstart, state, log=None):
-        self.argv = [coldstart, "serve", "--state", state, "--hold-out", "0"]
+    def __init__(self, coldstart, state, log=None, extra=()):
+        self.argv = [coldstart, "serve", "--state", state, "--hold-out", "0", *extra]
         self.log = log
         self.process = None
 
@@ -203,6 +204,16 @@ class Serving:
             sys.exit(f"coldstart serve did not start: {''.join(said)}")
         self.said = said
         return self
+
+    def wait_quiet(self, seconds):
+        """Reads what the service says until it said nothing for `seconds`
+        (it is done with the starts so far), keeping it for the log."""
+        import select
+        while select.select([self.process.stderr], [], [], seconds)[0]:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            self.said.append(line)
 
     def __exit__(self, *exc):
         if self.process and self.process.poll() is None:

@@ -23,11 +23,18 @@ The bench counts the bytes the program's process tree read from disk; the
 service reads outside that tree, so its share (the median bytes it asked
 for in a cold served start, from its starts record) is added.
 
-The service does not learn plans yet: the plan it serves is the wrapper's,
-so this measures serving without a wrapper, not learning.
+By default the service does not learn (--no-learn): the plan it serves is
+the wrapper's, so this measures serving without a wrapper. With --learn the
+service starts from an empty state directory and learns by itself: the
+plain command is started cold --learn-starts times (5) with nothing else
+done (the service watches the first, traces the second and serves and
+traces the next ones), then the same bench runs, with coldstart-run given
+the seed plan of the readahead-off traces (not refined). The learned plan's
+size is reported beside the bytes the start touched.
 
-    sudo bench/serve_apps.py [--runs N] [--traces N] [--iterations N]
-                             [--read-ahead-kb KB ...] [--only NAME] [--keep DIR]
+    sudo bench/serve_apps.py [--runs N] [--traces N] [--iterations N] [--learn]
+                             [--learn-starts N] [--read-ahead-kb KB ...]
+                             [--only NAME] [--keep DIR]
 """
 
 import argparse
@@ -44,30 +51,57 @@ from prefetch_apps import (app_arguments, gap, gap_ci, percent_with_ci, prepare,
                            seed)
 
 
-def measure(coldstart, work, name, argv, db, ra, runs, iterations):
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def learn(argv, starts, service):
+    """Starts the plain command cold `starts` times while the service
+    learns; waits after each for the service to be done with the start."""
+    for i in range(starts):
+        drop_caches()
+        run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The start is over for the service once its tree was quiet for a
+        # second; compiling the plan from a traced start takes a few more.
+        service.wait_quiet(8)
+        print(f"   learning start {i + 1} of {starts} done", file=sys.stderr)
+
+
+def measure(coldstart, work, name, argv, db, ra, runs, iterations, learning=None):
     label = f"{name}-ra{ra}"
-    refined = os.path.join(work, f"{label}.plan")
-    run([coldstart, "plan", db, "-o", refined, "--refine", "--as-root", "--json",
-         "--iterations", str(iterations), "--", *argv], stdout=subprocess.DEVNULL)
     state = os.path.join(work, f"{label}-state")
     shutil.rmtree(state, ignore_errors=True)
-    run([coldstart, "serve", "install", refined, "--program", argv[0], "--state", state],
-        stdout=subprocess.DEVNULL)
+    if learning is None:
+        plan = os.path.join(work, f"{label}.plan")
+        run([coldstart, "plan", db, "-o", plan, "--refine", "--as-root", "--json",
+             "--iterations", str(iterations), "--", *argv], stdout=subprocess.DEVNULL)
+        run([coldstart, "serve", "install", plan, "--program", argv[0], "--state", state],
+            stdout=subprocess.DEVNULL)
+        extra = ["--no-learn"]
+    else:
+        plan, starts = learning
+        extra = []
     wrapper = os.path.join(os.path.dirname(coldstart), "coldstart-run")
     quoted = " ".join(f"'{a}'" for a in argv)
     out_json = os.path.join(work, f"{label}-bench.json")
     out_md = os.path.join(work, f"{label}-bench.md")
-    with Serving(coldstart, state, os.path.join(work, f"{label}-serve.log")):
+    with Serving(coldstart, state, os.path.join(work, f"{label}-serve.log"), extra) as service:
+        if learning is not None:
+            learn(argv, starts, service)
         run([coldstart, "bench", "--as-root", "--cache", "warm,cold", "-n", str(runs),
              "--name", f"{name} not served",
              "--vs", quoted, "--name", f"{name} served",
-             "--vs", f"env COLDSTART_SERVE=0 {wrapper} --plan {refined} -- {quoted}",
+             "--vs", f"env COLDSTART_SERVE=0 {wrapper} --plan {plan} -- {quoted}",
              "--name", f"{name} + coldstart-run",
              "--json", out_json, "--markdown", out_md,
              "--", "env", "COLDSTART_SERVE=0", *argv])
     status = json.loads(run([coldstart, "status", "--json", "--state", state],
                             stdout=subprocess.PIPE, text=True).stdout)
-    asked = service_reads(state)
+    exe = os.path.realpath(argv[0])
+    ours = [p for p in status["programs"] if p["exe"] == exe]
+    asked = service_reads(state, ours[0]["id"] if ours else None)
     with open(out_json) as f:
         bench = json.load(f)
     with open(out_md) as f:
@@ -88,16 +122,17 @@ def measure(coldstart, work, name, argv, db, ra, runs, iterations):
         "wrapped_read": by[wrapped]["read_bytes_median"],
         "gap_ci": {"served": gap_ci(bench, base, served),
                    "wrapped": gap_ci(bench, base, wrapped)},
-        "status": status["programs"][0] if status["programs"] else {},
+        "status": ours[0] if ours else {},
     }
 
 
-def service_reads(state):
+def service_reads(state, program):
     """The median bytes the service asked the kernel for in a cold served
-    start (starts.json: the bench's warm starts find the plan cached)."""
+    start of `program` (its id; starts.json: the bench's warm starts find
+    the plan cached)."""
     asked = []
     programs = os.path.join(state, "programs")
-    for program in os.listdir(programs):
+    for program in [program] if program else []:
         with open(os.path.join(programs, program, "starts.json")) as f:
             for start in json.load(f)["starts"]:
                 if start["outcome"] == "served" and start["resident_share"] < 0.5:
@@ -108,6 +143,10 @@ def service_reads(state):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     app_arguments(parser)
+    parser.add_argument("--learn", action="store_true",
+                        help="the service learns its plans from an empty state")
+    parser.add_argument("--learn-starts", type=int, default=5,
+                        help="plain cold starts the service learns from [default: 5]")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root (sudo): cold starts drop the page cache, the service needs root")
@@ -117,11 +156,13 @@ def main():
     for name in wanted:
         argv = ready_argv(table, name)
         print(f"== {name}: seed traces", file=sys.stderr)
-        db, _, touched = seed(coldstart, work, name, argv, args.traces)
+        db, seed_plan, touched = seed(coldstart, work, name, argv, args.traces)
         for ra in settings:
             print(f"== {name} at read_ahead_kb {ra}", file=sys.stderr)
+            learning = (seed_plan, args.learn_starts) if args.learn else None
             with ReadAhead(None if str(ra) == device else ra):
-                r = measure(coldstart, work, name, argv, db, ra, args.runs, args.iterations)
+                r = measure(coldstart, work, name, argv, db, ra, args.runs, args.iterations,
+                            learning)
             r.update(name=name, ra=ra, touched=touched)
             results.append(r)
     mib = 2 ** 20
@@ -132,8 +173,8 @@ def main():
     print("| program | read_ahead_kb | warm ms | cold ms | served ms | coldstart-run ms | "
           "gap closed: served | coldstart-run | read served / touched (of it the service's) | "
           "coldstart-run | "
-          "starts served | first request after exec |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "starts served | first request after exec | plan MiB / touched MiB |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in results:
         s = r["status"]
         first = s.get("median_first_request_us")
@@ -144,7 +185,8 @@ def main():
               f"{r['served_read'] / r['touched']:.2f} ({r['service_read'] / r['touched']:.2f}) | "
               f"{r['wrapped_read'] / r['touched']:.2f} | "
               f"{s.get('starts_served', 0)} of {s.get('starts_seen', 0)} | "
-              f"{'-' if first is None else f'{first / 1000:.2f} ms'} |")
+              f"{'-' if first is None else f'{first / 1000:.2f} ms'} | "
+              f"{s.get('plan_bytes', 0) / mib:.1f} / {r['touched'] / mib:.1f} |")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

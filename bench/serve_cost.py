@@ -3,18 +3,22 @@
 
 1. Per exec of a program it has no plan for: a copy of /bin/true started
    EXECS times in a row (bench/fixtures/exec_loop.c: posix_spawn and
-   waitpid, the mean time of a start), in rounds that interleave three
-   variants: no service; the service running with a plan installed for
-   another executable (its fanotify group holds a mark); and, for scale,
-   the service running with a plan for the very program started (every
-   exec is an event it follows: what a planned start costs the exec loop,
-   not the unplanned case). Each round starts and stops the service by its
+   waitpid, the mean time of a start), in rounds that interleave four
+   variants: no service; the service with learning off (--no-learn) and a
+   plan installed for another executable (its fanotify group holds one
+   inode mark); the service learning, with the same plan (its group marks
+   every filesystem: each exec is an event it reads, and the first 3
+   starts of the program are watched); and, for scale, the service (not
+   learning) with a plan for the very program started (every exec is an
+   event it follows: what a planned start costs the exec loop, not the
+   unplanned case). Each round starts and stops the service by its
    pid, and runs the variants in another order than the round before. Prints each variant's median per-exec time and the difference to
    no service with its 95% bootstrap interval over rounds paired by index.
 2. Idle: the service running with a plan installed and nothing starting,
-   for IDLE seconds: its context switches (voluntary and not, every
-   thread, /proc/PID/task/*/status) over that time, which count its
-   wakeups, and its resident memory (VmRSS).
+   for IDLE seconds, learning off and on: its context switches (voluntary
+   and not, every thread, /proc/PID/task/*/status) over that time, which
+   count its wakeups (a learning service wakes for every exec on the
+   machine: what else runs here counts), and its resident memory (VmRSS).
 
     sudo bench/serve_cost.py [--rounds N] [--execs N] [--idle S] [--keep DIR]
 """
@@ -101,15 +105,20 @@ def main():
         states[name] = os.path.join(work, f"state-{name}")
         subprocess.run([coldstart, "serve", "install", plan, "--program", exe, "--state",
                         states[name]], check=True, stdout=subprocess.DEVNULL)
-    variants = ["no service", "service, other program planned", "service, this program planned"]
+    variants = ["no service", "service, other program planned",
+                "service learning, other program planned", "service, this program planned"]
     times = {v: [] for v in variants}
-    state_of = {variants[1]: states["other"], variants[2]: states["self"]}
+    state_of = {variants[1]: (states["other"], ["--no-learn"]),
+                variants[2]: (states["other"], []),
+                variants[3]: (states["self"], ["--no-learn"])}
+    n = len(variants)
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
         # Each round in another order: no variant always runs first.
-        for v in variants[r % 3:] + variants[:r % 3]:
+        for v in variants[r % n:] + variants[:r % n]:
             if v in state_of:
-                with Serving(coldstart, state_of[v]):
+                state, extra = state_of[v]
+                with Serving(coldstart, state, extra=extra):
                     times[v].append(exec_time(loop, program, args.execs))
             else:
                 times[v].append(exec_time(loop, program, args.execs))
@@ -123,15 +132,17 @@ def main():
         lo, hi = median_ci95(diffs)
         print(f"| {v} | {statistics.median(times[v]):.1f} | "
               f"{statistics.median(diffs):+.1f} [{lo:+.1f}, {hi:+.1f}] |")
-    with Serving(coldstart, states["other"]) as service:
-        pid = service.process.pid
-        time.sleep(1.0)
-        before = switches(pid)
-        time.sleep(args.idle)
-        after = switches(pid)
-        rss = rss_kb(pid)
-    print(f"\nidle for {args.idle:.0f} s with a plan installed: {after - before} context switches "
-          f"(all threads), resident memory {rss / 1024:.1f} MiB")
+    print()
+    for extra, how in [(["--no-learn"], "not learning"), ([], "learning")]:
+        with Serving(coldstart, states["other"], extra=extra) as service:
+            pid = service.process.pid
+            time.sleep(1.0)
+            before = switches(pid)
+            time.sleep(args.idle)
+            after = switches(pid)
+            rss = rss_kb(pid)
+        print(f"idle for {args.idle:.0f} s with a plan installed, {how}: {after - before} context "
+              f"switches (all threads), resident memory {rss / 1024:.1f} MiB")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
