@@ -136,7 +136,7 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
         filesystems_marked: false,
         watched_dirs: HashMap::new(),
         announced: HashMap::new(),
-        recent_execs: HashMap::new(),
+        recent_execs: RecentExecs::default(),
     };
     if options.learn {
         for name in coldstart_record::attach::remove_left_behind() {
@@ -186,13 +186,26 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
         }
         if ready[2] {
             let mut execs = Vec::new();
+            let loaded = &service.loaded;
             let read = service.events.read(&mut buffer, |event| match event {
-                ExecEvent::Exec { file, pid } => execs.push(Seen {
-                    seen_ns: monotonic_ns(),
-                    before: start::Before::snapshot(pid),
-                    file,
-                    pid,
-                }),
+                ExecEvent::Exec { file, pid } => {
+                    let seen_ns = monotonic_ns();
+                    let Ok(meta) = file.metadata() else { return };
+                    let inode = Inode::of(&meta);
+                    // The process as it is, at once, for a planned start
+                    // only: every other exec costs an fstat here.
+                    let before = loaded
+                        .values()
+                        .any(|l| l.inode == inode)
+                        .then(|| start::Before::snapshot(pid));
+                    execs.push(Seen {
+                        seen_ns,
+                        before,
+                        inode,
+                        file,
+                        pid,
+                    });
+                }
                 ExecEvent::Overflow => {
                     log("the exec event queue overflowed: some starts were not seen")
                 }
@@ -221,11 +234,12 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
 /// An exec the group reported, as the loop read it.
 struct Seen {
     file: std::fs::File,
+    inode: Inode,
     pid: i32,
     /// When the event was read, CLOCK_MONOTONIC.
     seen_ns: i64,
-    /// The process then.
-    before: start::Before,
+    /// The process then, when the executable is planned.
+    before: Option<start::Before>,
 }
 
 struct Service {
@@ -264,8 +278,38 @@ struct Service {
     watched_dirs: HashMap<i32, Watched>,
     /// What was said of each program loaded: said again when it changes.
     announced: HashMap<String, String>,
-    /// Processes that exec'd an unknown executable lately, and when.
-    recent_execs: HashMap<i32, i64>,
+    /// Processes that exec'd an unknown executable lately.
+    recent_execs: RecentExecs,
+}
+
+/// The processes that exec'd lately, oldest first: a constant time per
+/// exec, however many execs the machine makes.
+#[derive(Default)]
+struct RecentExecs {
+    order: std::collections::VecDeque<(i64, i32)>,
+    last: HashMap<i32, i64>,
+}
+
+impl RecentExecs {
+    /// Records an exec by `pid` at `now_ns`; whether it is the first exec
+    /// of that process within [`RECENT_EXEC_NS`] (else it goes on with the
+    /// start its earlier exec began). False too while more than
+    /// [`MAX_WATCHED`] processes exec'd lately: a storm of execs is not
+    /// watched.
+    fn first_of_its_start(&mut self, pid: i32, now_ns: i64) -> bool {
+        while let Some(&(at, old)) = self.order.front() {
+            if now_ns - at < RECENT_EXEC_NS {
+                break;
+            }
+            self.order.pop_front();
+            if self.last.get(&old) == Some(&at) {
+                self.last.remove(&old);
+            }
+        }
+        let first = self.last.insert(pid, now_ns).is_none();
+        self.order.push_back((now_ns, pid));
+        first && self.last.len() <= MAX_WATCHED
+    }
 }
 
 /// An exec by a process that exec'd this recently continues its start.
@@ -554,20 +598,15 @@ impl Service {
     /// Follows a start of a planned executable on a thread of its own,
     /// unless the exec belongs to a start already followed.
     fn exec_seen(&mut self, seen: Seen, log: &Log) -> Option<JoinHandle<()>> {
-        let inode = Inode::of(&seen.file.metadata().ok()?);
-        if !self.loaded.values().any(|l| l.inode == inode) {
+        let inode = seen.inode;
+        let Some(before) = seen.before else {
             return if self.options.learn {
                 self.watch_unknown(seen, inode, log)
             } else {
                 None
             };
-        }
-        let Seen {
-            file: _,
-            pid,
-            seen_ns,
-            before,
-        } = seen;
+        };
+        let Seen { pid, seen_ns, .. } = seen;
         let following = &self.following;
         let loaded = self.loaded.values().find(|l| l.inode == inode)?;
         {
@@ -681,9 +720,7 @@ impl Service {
         let pid = seen.pid;
         // A process that exec'd moments ago and execs again (a script's
         // interpreter, a launcher) goes on with the same start.
-        let now = seen.seen_ns;
-        self.recent_execs.retain(|_, at| now - *at < RECENT_EXEC_NS);
-        if self.recent_execs.insert(pid, now).is_some() || self.recent_execs.len() > MAX_WATCHED {
+        if !self.recent_execs.first_of_its_start(pid, seen.seen_ns) {
             return None;
         }
         let count = self.watched.entry(inode).or_insert(0);
@@ -931,5 +968,27 @@ impl Signals {
         } else {
             SignalTaken::None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_execs_again_soon_goes_on_with_its_start() {
+        let mut recent = RecentExecs::default();
+        let s = 1_000_000_000;
+        assert!(recent.first_of_its_start(10, 0));
+        assert!(recent.first_of_its_start(11, s / 2));
+        // The script's interpreter, then the program it execs.
+        assert!(!recent.first_of_its_start(10, s));
+        assert!(!recent.first_of_its_start(10, s + 1));
+        // Long after its last exec, a process starts anew.
+        assert!(recent.first_of_its_start(11, 3 * s));
+        assert!(recent.first_of_its_start(10, 3 * s + 2));
+        // Only the execs of the last 2 s are remembered.
+        assert_eq!(recent.order.len(), 2);
+        assert_eq!(recent.last.len(), 2);
     }
 }
