@@ -134,6 +134,7 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
         watched: HashMap::new(),
         unmarked: Vec::new(),
         filesystems_marked: false,
+        discovery: None,
         watched_dirs: HashMap::new(),
         announced: HashMap::new(),
         recent_execs: RecentExecs::default(),
@@ -160,15 +161,32 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
     ));
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut discovery_buffer = vec![0u8; 8 * 1024];
+    // When the discovery group may be read next: after a read, it is left
+    // out of the poll for DISCOVERY_EVERY, so that a storm of execs wakes
+    // the service ten times a second, not at every exec.
+    let mut discovery_due = 0i64;
     loop {
+        let now = monotonic_ns();
+        let discover = service.discovery.is_some() && now >= discovery_due;
         let ready: Vec<bool> = {
             let events = service.events.as_fd();
-            let mut fds = [
+            let mut fds = vec![
                 PollFd::new(&signals.read, PollFlags::IN),
                 PollFd::new(&service.watch, PollFlags::IN),
                 PollFd::new(&events, PollFlags::IN),
             ];
-            match rustix::event::poll(&mut fds, None) {
+            if let Some(discovery) = service.discovery.as_ref().filter(|_| discover) {
+                fds.push(PollFd::from_borrowed_fd(discovery.as_fd(), PollFlags::IN));
+            }
+            let wait = (service.discovery.is_some() && !discover).then(|| {
+                let left = discovery_due - now;
+                rustix::event::Timespec {
+                    tv_sec: (left / 1_000_000_000) as _,
+                    tv_nsec: (left % 1_000_000_000) as _,
+                }
+            });
+            match rustix::event::poll(&mut fds, wait.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => return Err(ServeError::Signals(e.into())),
             }
@@ -177,7 +195,11 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
         if ready[0] {
             match signals.take() {
                 SignalTaken::Stop => break,
-                SignalTaken::Reload => service.reload(log)?,
+                SignalTaken::Reload => {
+                    // Filesystems mounted since are marked too.
+                    service.filesystems_marked = false;
+                    service.reload(log)?;
+                }
                 SignalTaken::None => {}
             }
         }
@@ -185,37 +207,27 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
             service.reload(log)?;
         }
         if ready[2] {
-            let mut execs = Vec::new();
-            let loaded = &service.loaded;
-            let read = service.events.read(&mut buffer, |event| match event {
-                ExecEvent::Exec { file, pid } => {
-                    let seen_ns = monotonic_ns();
-                    let Ok(meta) = file.metadata() else { return };
-                    let inode = Inode::of(&meta);
-                    // The process as it is, at once, for a planned start
-                    // only: every other exec costs an fstat here.
-                    let before = loaded
-                        .values()
-                        .any(|l| l.inode == inode)
-                        .then(|| start::Before::snapshot(pid));
-                    execs.push(Seen {
-                        seen_ns,
-                        before,
-                        inode,
-                        file,
-                        pid,
-                    });
-                }
-                ExecEvent::Overflow => {
-                    log("the exec event queue overflowed: some starts were not seen")
-                }
-            });
-            if let Err(e) = read {
-                log(&format!("cannot read exec events: {e}"));
-            }
+            let execs = service.read_execs(&mut buffer, log);
             for seen in execs {
                 if let Some(thread) = service.exec_seen(seen, log) {
                     threads.push(thread);
+                }
+            }
+        }
+        if ready.get(3) == Some(&true) {
+            discovery_due = monotonic_ns() + DISCOVERY_EVERY_NS;
+            // Drained whole (it was left to fill for a while), a small
+            // batch at a time: each event holds an open descriptor until
+            // its batch is handled.
+            loop {
+                let execs = service.read_discovered(&mut discovery_buffer, log);
+                if execs.is_empty() {
+                    break;
+                }
+                for seen in execs {
+                    if let Some(thread) = service.exec_seen(seen, log) {
+                        threads.push(thread);
+                    }
                 }
             }
         }
@@ -272,8 +284,11 @@ struct Service {
     watched: HashMap<Inode, u8>,
     /// Filesystems whose execs cannot be heard of, with why: said once.
     unmarked: Vec<String>,
-    /// Whether the group has the filesystems marked (learning).
+    /// Whether the discovery group has the filesystems marked (learning).
     filesystems_marked: bool,
+    /// Told of every exec on the machine's filesystems, when learning: read
+    /// at most every [`DISCOVERY_EVERY_NS`].
+    discovery: Option<ExecEvents>,
     /// What each inotify watch descriptor is on.
     watched_dirs: HashMap<i32, Watched>,
     /// What was said of each program loaded: said again when it changes.
@@ -325,6 +340,9 @@ enum Watched {
     /// A directory holding a program's executable.
     ExecutableDir,
 }
+
+/// How often the discovery group is read at most while execs keep coming.
+const DISCOVERY_EVERY_NS: i64 = 100_000_000;
 
 /// Starts traced at once at most: two programs learning at the same time
 /// are both learned.
@@ -399,10 +417,11 @@ impl Service {
         self.loaded = loaded;
         self.refused = refused;
         self.no_trace = None;
-        // The first load marks the filesystems when learning, whatever
-        // the programs.
-        if marks_changed || self.options.learn && !self.filesystems_marked {
+        if marks_changed {
             self.remark(log)?;
+        }
+        if self.options.learn && !self.filesystems_marked {
+            self.mark_filesystems(log)?;
         }
         Ok(())
     }
@@ -431,19 +450,6 @@ impl Service {
     /// marks go with it, whatever became of their files.
     fn remark(&mut self, log: &Log) -> Result<(), ServeError> {
         let events = ExecEvents::new().map_err(ServeError::Fanotify)?;
-        if self.options.learn {
-            let unmarked =
-                coldstart_record::paths::for_each_filesystem(|mount| events.mark_filesystem(mount));
-            for failed in &unmarked {
-                if !self.unmarked.contains(failed) {
-                    log(&format!(
-                        "execs on {failed} cannot be heard of: its programs are not learned"
-                    ));
-                }
-            }
-            self.unmarked = unmarked;
-            self.filesystems_marked = true;
-        }
         for l in self.loaded.values() {
             if let Err(e) = events.mark(&l.program.exe) {
                 log(&format!(
@@ -454,6 +460,91 @@ impl Service {
         }
         self.events = events;
         Ok(())
+    }
+
+    /// A new discovery group with every filesystem marked: told of the
+    /// execs of all programs, to learn the unknown ones.
+    fn mark_filesystems(&mut self, log: &Log) -> Result<(), ServeError> {
+        let discovery = ExecEvents::new().map_err(ServeError::Fanotify)?;
+        let unmarked =
+            coldstart_record::paths::for_each_filesystem(|mount| discovery.mark_filesystem(mount));
+        for failed in &unmarked {
+            if !self.unmarked.contains(failed) {
+                log(&format!(
+                    "execs on {failed} cannot be heard of: its programs are not learned"
+                ));
+            }
+        }
+        self.unmarked = unmarked;
+        self.discovery = Some(discovery);
+        self.filesystems_marked = true;
+        Ok(())
+    }
+
+    /// The execs of planned (and learning) executables queued now, each
+    /// with a snapshot of its process taken at once.
+    fn read_execs(&self, buffer: &mut [u8], log: &Log) -> Vec<Seen> {
+        let mut execs = Vec::new();
+        let read = self.events.read(buffer, |event| match event {
+            ExecEvent::Exec { file, pid } => {
+                let seen_ns = monotonic_ns();
+                let Ok(meta) = file.metadata() else { return };
+                let inode = Inode::of(&meta);
+                if self.loaded.values().any(|l| l.inode == inode) {
+                    execs.push(Seen {
+                        seen_ns,
+                        before: Some(start::Before::snapshot(pid)),
+                        inode,
+                        file,
+                        pid,
+                    });
+                }
+            }
+            ExecEvent::Overflow => {
+                log("the exec event queue overflowed: some starts were not seen")
+            }
+        });
+        if let Err(e) = read {
+            log(&format!("cannot read exec events: {e}"));
+        }
+        execs
+    }
+
+    /// One buffer's worth of the execs the discovery group queued, but
+    /// those of the programs known (their own group tells of them); empty
+    /// when nothing is queued.
+    fn read_discovered(&self, buffer: &mut [u8], log: &Log) -> Vec<Seen> {
+        let Some(discovery) = &self.discovery else {
+            return Vec::new();
+        };
+        let mut execs = Vec::new();
+        loop {
+            let read = discovery.read(buffer, |event| {
+                if let ExecEvent::Exec { file, pid } = event {
+                    let Ok(meta) = file.metadata() else { return };
+                    let inode = Inode::of(&meta);
+                    if !self.loaded.values().any(|l| l.inode == inode) {
+                        execs.push(Seen {
+                            seen_ns: monotonic_ns(),
+                            before: None,
+                            inode,
+                            file,
+                            pid,
+                        });
+                    }
+                }
+            });
+            match read {
+                // Events of known programs only: read on.
+                Ok(n) if n > 0 && execs.is_empty() => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    log(&format!("cannot read exec events: {e}"));
+                    break;
+                }
+            }
+        }
+        execs
     }
 
     fn add_watch(&mut self, dir: &Path, what: Watched) -> Result<(), ServeError> {
