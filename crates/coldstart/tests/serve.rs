@@ -108,6 +108,11 @@ fn write_plan(plan: &Path, files: &[&Path]) {
 
 /// `coldstart serve install` of the setup's plan for its program.
 fn install_command(s: &Setup) -> Command {
+    install_command_quiet(s, "200")
+}
+
+/// The same, a start over once its tree was quiet for `quiet_ms`.
+fn install_command_quiet(s: &Setup, quiet_ms: &str) -> Command {
     let mut command = coldstart();
     command
         .args(["serve", "install"])
@@ -116,7 +121,7 @@ fn install_command(s: &Setup) -> Command {
         .arg(&s.program)
         .arg("--state")
         .arg(&s.state)
-        .args(["--quiet-ms", "200"]);
+        .args(["--quiet-ms", quiet_ms]);
     command
 }
 
@@ -625,4 +630,65 @@ fn status_of(state: &Path, exe: &str) -> Value {
         .find(|p| p["exe"] == exe)
         .unwrap_or_else(|| panic!("{status}"))
         .clone()
+}
+
+#[test]
+fn an_installed_plan_is_refined_from_its_served_starts_and_keeps_its_lookups() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    // The plan made by hand names the data file's directory to look up.
+    let dir = s.data.parent().unwrap().display().to_string();
+    let mut text = std::fs::read_to_string(&s.plan).unwrap();
+    text.push_str(&format!("lookup ino=0 need=0.000000ms {dir}\n"));
+    std::fs::write(&s.plan, text).unwrap();
+    // The program works 300 ms before it reads: its start must not be
+    // over before that.
+    run_ok(&mut install_command_quiet(&s, "1000"));
+    // Learning, but no other program reads enough to be learned.
+    let service = Service::start_with(
+        &s.state,
+        &["--hold-out", "0", "--learn-min-read-mb", "1000000"],
+        "serving 1 program",
+    );
+    let program = s.program.display().to_string();
+    // Served: its planned pages were cached; page 20, not planned, was not.
+    let record = start_program(&s, &[], &[0, 5, 33, 20]);
+    assert_eq!(
+        record,
+        vec![(0, true), (5, true), (33, true), (20, false)],
+        "{}",
+        service.said()
+    );
+    service.wait_for(&format!("{program}: refined a plan"));
+    let ours = status_of(&s.state, &program);
+    assert_eq!(ours["starts_traced"], 1, "{ours}");
+    assert!(
+        ours["plan_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("learned from 1"),
+        "{ours}"
+    );
+    let plan = s
+        .state
+        .join("programs")
+        .join(ours["id"].as_str().unwrap())
+        .join("plan");
+    // The miss came in, the touched pages stayed, and nothing the start
+    // could not have mapped (only planned pages were cached) was added.
+    let refined = planned_pages_of(&plan, &s.data);
+    for page in [0, 5, 20, 33] {
+        assert!(refined.contains(&page), "{refined:?}");
+    }
+    let mut possible = planned_pages();
+    possible.push(20);
+    assert!(refined.iter().all(|p| possible.contains(p)), "{refined:?}");
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("lookup ") && l.ends_with(&format!(" {dir}"))),
+        "{text}"
+    );
+    drop(service);
+    drop(s.dir);
 }

@@ -3,9 +3,9 @@
 //! 1. **Which programs.** With learning on, the service is told of every
 //!    exec on the machine's filesystems. A start of a program it does not
 //!    know is watched (its process tree's reads from storage, from
-//!    /proc/PID/io), a few times per program at most and two at once; a
-//!    start that read [`DEFAULT_MIN_READ_BYTES`] or more waited on the disk,
-//!    and its program is recorded as learning.
+//!    /proc/PID/io), a few times per program at most, eight at once and
+//!    for 10 s at most; a start that read [`DEFAULT_MIN_READ_BYTES`] or
+//!    more waited on the disk, and its program is recorded as learning.
 //! 2. **The first plan.** The next start of a learning program is traced
 //!    (`coldstart_record::attach`: its process tree only, from its exec to
 //!    its end) and not served; a plan is compiled from it as `coldstart
@@ -16,6 +16,10 @@
 //!    in, pages none of the starts needed go. In a served start the pages
 //!    the plan brought in are mapped by the program's fault-around as it
 //!    touches them, so the ones it uses stay needed.
+//!
+//! A traced start records no names looked up, so a plan learned from
+//! scratch warms no lookups; a plan installed by hand keeps its lookups
+//! through its refinements.
 //!
 //! The traces are taken with the device's readahead as it is, so a page
 //! counts as needed when the start faulted on it, read it with read(2), or
@@ -48,8 +52,14 @@ pub const KEPT_RUNS: usize = 5;
 /// Starts of one unknown program watched at most, per service run.
 pub const WATCHED_STARTS_PER_PROGRAM: u8 = 3;
 
-/// Unknown programs' starts watched at once at most.
-pub const WATCHED_AT_ONCE: usize = 2;
+/// Unknown programs' starts watched at once at most (a thread each,
+/// asleep but for a look at /proc every 100 ms).
+pub const WATCHED_AT_ONCE: usize = 8;
+
+/// How long an unknown program's start is watched at most: a start that
+/// waits on the disk has read enough by then, and a long-running process
+/// does not hold a place.
+pub const WATCH_CAP_MS: u64 = 10_000;
 
 /// Executables whose start is whatever their arguments make it: programs
 /// that run another (env, sudo, nice...) and interpreters run with a script
@@ -138,6 +148,13 @@ pub fn learn_from(
     let compiled = compile(&profile, &path.display().to_string(), &options)
         .map_err(|e| format!("no plan could be compiled: {e}"))?;
     let mut plan = compiled.plan;
+    // A traced start records no names looked up: the lookups of the plan
+    // served so far (one installed by hand has them) are kept.
+    if plan.lookups.is_empty()
+        && let Ok(served) = state.plan(id)
+    {
+        plan.lookups = served.lookups;
+    }
     let left_out = keep_plannable(&mut plan);
     admit(&mut plan, max_plan_bytes).map_err(|why| format!("the learned plan: {why}"))?;
     if plan.extents.is_empty() {

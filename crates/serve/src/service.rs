@@ -802,7 +802,7 @@ impl Service {
 
     /// Watches the start of an executable the service has no program for:
     /// one that reads [`ServeOptions::learn_min_read_bytes`] from storage
-    /// makes its program learning. A few starts per executable at most, two
+    /// makes its program learning. A few starts per executable at most, eight
     /// at once, none that belongs to a start followed or watched already.
     fn watch_unknown(&mut self, seen: Seen, inode: Inode, log: &Log) -> Option<JoinHandle<()>> {
         if self.watched.len() >= MAX_WATCHED {
@@ -855,7 +855,11 @@ impl Service {
         let thread = std::thread::Builder::new()
             .name("cs-watch".into())
             .spawn(move || {
-                let end = start::watch_tree(pid, seen.seen_ns, &program, &stopping);
+                let watched = crate::state::Program {
+                    cap_ms: learn::WATCH_CAP_MS,
+                    ..program.clone()
+                };
+                let end = start::watch_tree(pid, seen.seen_ns, &watched, &stopping);
                 if end.read_bytes >= min_read
                     && end.by != crate::state::EndedBy::Stopped
                     && state.program(&program.id).is_err()
