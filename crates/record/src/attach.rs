@@ -22,7 +22,7 @@ use crate::filesystems::Filesystems;
 use crate::paths::{self, HandleResolver, Inode, OpenWatcher};
 use crate::trace::Mappings;
 use crate::trace::{
-    Readers, assemble, decode_buffers, drain_and_count, enable_events, unix_now_ns,
+    Readers, assemble, clip_mappings, decode_buffers, drain_and_count, enable_events, unix_now_ns,
 };
 use crate::tracefs::events::{Decoder, EventKind, TraceEvent};
 use crate::tracefs::format::HeaderPage;
@@ -254,63 +254,6 @@ impl Attached {
     }
 }
 
-/// Keeps, of each fault-around mapping, the pages that can have been
-/// mapped. The kernel's `mm_filemap_map_pages` event gives the range
-/// fault-around tried (up to `fault_around_bytes` around the fault), but
-/// only the pages cached then are mapped: a page of the range counts when
-/// the start read it earlier in the trace, or when it was not read during
-/// the trace and is cached now (it was cached before the start, or read by
-/// someone else, such as the service's own prefetch threads, which the
-/// start's trace does not see).
-fn clip_mappings(batch: &mut coldstart_profile::Batch) {
-    use coldstart_profile::{Batch, PageEvent, PageEventKind};
-    use std::collections::HashMap;
-    let mut first_read: HashMap<(i64, u64), i64> = HashMap::new();
-    for e in batch
-        .page_events
-        .iter()
-        .filter(|e| e.kind == PageEventKind::Read)
-    {
-        for page in e.page..e.page.saturating_add(e.npages) {
-            first_read.entry((e.file_id, page)).or_insert(e.t_ns);
-        }
-    }
-    let mut resident: HashMap<i64, Option<cache::ResidentPages>> = HashMap::new();
-    let files = &batch.files;
-    let mut clipped = Vec::with_capacity(batch.page_events.len());
-    for e in batch.page_events.drain(..) {
-        if e.kind != PageEventKind::Map {
-            clipped.push(e);
-            continue;
-        }
-        let now = resident.entry(e.file_id).or_insert_with(|| {
-            let file = Batch::batch_index(e.file_id).and_then(|i| files.get(i))?;
-            cache::resident_pages(std::path::Path::new(file.path.as_ref()?)).ok()
-        });
-        let mapped = |page: u64| match first_read.get(&(e.file_id, page)) {
-            Some(&t) => t <= e.t_ns,
-            None => now.as_ref().is_some_and(|r| r.contains(page)),
-        };
-        let mut run: Option<u64> = None;
-        let end = e.page.saturating_add(e.npages);
-        for page in e.page..=end {
-            match (run, page < end && mapped(page)) {
-                (None, true) => run = Some(page),
-                (Some(start), false) => {
-                    clipped.push(PageEvent {
-                        page: start,
-                        npages: page - start,
-                        ..e
-                    });
-                    run = None;
-                }
-                _ => {}
-            }
-        }
-    }
-    batch.page_events = clipped;
-}
-
 /// Names the files no open or mapping named (opened before the attach, or
 /// read and closed by a process gone by the end) by ext4 file handles.
 fn name_by_handles(files: &mut [coldstart_profile::NewFile]) {
@@ -333,68 +276,5 @@ fn name_by_handles(files: &mut [coldstart_profile::NewFile]) {
             file.note = None;
             file.kind = Some(FileKind::File);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use coldstart_profile::{Batch, NewFile, PageEvent, PageEventKind};
-
-    fn event(t_ns: i64, page: u64, npages: u64, kind: PageEventKind) -> PageEvent {
-        PageEvent {
-            t_ns,
-            pid: 7,
-            file_id: Batch::batch_file_id(0),
-            page,
-            npages,
-            kind,
-        }
-    }
-
-    #[test]
-    fn a_mapping_keeps_only_the_pages_read_before_it() {
-        // A file with no path: nothing is known cached but what the trace
-        // saw read.
-        let file = NewFile {
-            dev: 1,
-            ino: 2,
-            path: None,
-            size: None,
-            mtime_ns: None,
-            build_id: None,
-            opened_by_tree: true,
-            kind: Some(FileKind::File),
-            opened_as: None,
-            note: None,
-        };
-        let mut batch = Batch {
-            files: vec![file],
-            page_events: vec![
-                event(10, 3, 2, PageEventKind::Read),
-                event(15, 9, 1, PageEventKind::Fault),
-                event(20, 0, 16, PageEventKind::Map),
-                // Read after the mapping: it was not mapped by it.
-                event(30, 8, 1, PageEventKind::Read),
-                event(40, 6, 4, PageEventKind::Map),
-            ],
-            ..Batch::default()
-        };
-        clip_mappings(&mut batch);
-        let left: Vec<(i64, u64, u64, PageEventKind)> = batch
-            .page_events
-            .iter()
-            .map(|e| (e.t_ns, e.page, e.npages, e.kind))
-            .collect();
-        assert_eq!(
-            left,
-            [
-                (10, 3, 2, PageEventKind::Read),
-                (15, 9, 1, PageEventKind::Fault),
-                (20, 3, 2, PageEventKind::Map),
-                (30, 8, 1, PageEventKind::Read),
-                (40, 8, 1, PageEventKind::Map),
-            ]
-        );
     }
 }
