@@ -144,11 +144,6 @@ impl Ready {
 }
 
 impl Attached {
-    /// The process whose start is recorded.
-    pub fn root(&self) -> i32 {
-        self.root
-    }
-
     /// Stops recording and writes the start into `profile` as a run.
     pub fn finish(
         self,

@@ -106,7 +106,7 @@ pub fn admit(plan: &mut Plan, max_bytes: u64) -> Result<usize, String> {
 
 /// A path the plan may name: absolute, plain (no `.` or `..`), not under
 /// /proc, /sys or /dev.
-fn check_path(path: &str) -> Result<(), String> {
+pub(crate) fn check_path(path: &str) -> Result<(), String> {
     let p = Path::new(path);
     if !p.is_absolute() {
         return Err(format!("{path:?} is not an absolute path"));

@@ -28,7 +28,7 @@
 //! plan from readahead-off traces (`coldstart plan`, installed by hand) is
 //! exact. Held-out and opted-out starts are never traced.
 
-use crate::admit::admit;
+use crate::admit::{admit, check_path};
 use crate::install::{DEFAULT_CAP_MS, DEFAULT_QUIET_MS};
 use crate::state::{ExeIdentity, Program, ProgramState, STATE_FORMAT, State, program_id};
 use coldstart_plan::compile::{CompileOptions, compile};
@@ -190,29 +190,16 @@ pub fn learn_from(
     ))
 }
 
-/// Takes out of `plan` the files a service does not read for a start:
-/// relative paths, files under /proc, /sys and /dev (which `admit` refuses
-/// in a plan given to it), and files the start deleted while it ran (their
-/// names, as the kernel gave them, end in " (deleted)"). Returns how many
-/// were taken out.
+/// Takes out of `plan` the files a service does not read for a start: the
+/// paths `admit` refuses in a plan given to it (relative, through `.` or
+/// `..`, under /proc, /sys or /dev), and files the start deleted while it
+/// ran (their names, as the kernel gave them, end in " (deleted)").
+/// Returns how many were taken out.
 fn keep_plannable(plan: &mut Plan) -> usize {
     let keep: Vec<bool> = plan
         .files
         .iter()
-        .map(|f| {
-            let p = Path::new(&f.path);
-            p.is_absolute()
-                && !f.path.ends_with(" (deleted)")
-                && !["/proc", "/sys", "/dev"]
-                    .iter()
-                    .any(|top| p.starts_with(top))
-                && !p.components().any(|c| {
-                    matches!(
-                        c,
-                        std::path::Component::ParentDir | std::path::Component::CurDir
-                    )
-                })
-        })
+        .map(|f| !f.path.ends_with(" (deleted)") && check_path(&f.path).is_ok())
         .collect();
     let mut new_index = vec![usize::MAX; keep.len()];
     let mut next = 0;
