@@ -50,7 +50,7 @@ const REQUIRED_EVENTS: &[&str] = &[
     "sched/sched_process_exit",
 ];
 
-const USER_FAULTS: &str = "exceptions/page_fault_user";
+pub(crate) const USER_FAULTS: &str = "exceptions/page_fault_user";
 
 /// How to trace.
 #[derive(Debug, Clone)]
@@ -490,17 +490,32 @@ pub(crate) fn enable_events(
     decoder: &Decoder,
     user_faults: bool,
 ) -> Result<(), TraceError> {
+    check_required_events(decoder)?;
+    enable_events_where(instance, decoder, |event| user_faults || event != USER_FAULTS)
+}
+
+/// Fails when the kernel lacks an event every trace needs.
+pub(crate) fn check_required_events(decoder: &Decoder) -> Result<(), TraceError> {
     let enabled = decoder.enabled_events();
     for required in REQUIRED_EVENTS {
         if !enabled.iter().any(|e| e == required) {
             return Err(TraceError::MissingEvent(required.to_string()));
         }
     }
-    for event in &enabled {
-        if *event == USER_FAULTS && !user_faults {
-            continue;
+    Ok(())
+}
+
+/// Enables, in `instance`, the events the decoder understands that `which`
+/// picks.
+pub(crate) fn enable_events_where(
+    instance: &Instance,
+    decoder: &Decoder,
+    which: impl Fn(&str) -> bool,
+) -> Result<(), TraceError> {
+    for event in decoder.enabled_events() {
+        if which(event) {
+            instance.enable(event)?;
         }
-        instance.enable(event)?;
     }
     Ok(())
 }

@@ -268,7 +268,8 @@ struct Service {
     watch: OwnedFd,
     /// Programs refused at the last load, with why: said once.
     refused: HashMap<String, String>,
-    /// A trace set up for the next start to trace, while one is wanted.
+    /// A trace set up for the next start to trace, while one is wanted (one
+    /// at most).
     ready: Vec<Ready>,
     /// Traces set up so far: each instance gets a name of its own.
     traces_made: u32,
@@ -903,8 +904,12 @@ impl Service {
             self.ready.clear();
             return;
         }
-        while self.no_trace.is_none()
-            && self.ready.len() + self.tracing.load(Ordering::Acquire) < MAX_TRACES
+        // One at a time: each costs every process on the machine a little
+        // at each page event while it waits (see `coldstart_record::attach`);
+        // the next is set up as soon as this one is attached.
+        if self.no_trace.is_none()
+            && self.ready.is_empty()
+            && self.tracing.load(Ordering::Acquire) < MAX_TRACES
         {
             self.traces_made += 1;
             let tag = format!("learn{}", self.traces_made);
