@@ -8,12 +8,18 @@
 //! of the name, not the name. A small BPF program on each call's
 //! `syscalls/sys_enter_*` tracepoint copies the name out of the caller's
 //! memory into a BPF ring buffer, which a thread here drains while the
-//! program runs. Relative names are made absolute at once from
+//! program runs. On x86-64 one program on the raw `sys_enter` tracepoint
+//! (and one on `sys_exit`) does it for every call, reading the arguments
+//! from the task's saved registers: a program attached through a perf event
+//! per call took 60-85 ms each to detach (the kernel waits out RCU grace
+//! periods under a mutex, one event at a time), 3.6 s for the 53; the raw
+//! attachments detach at once. Elsewhere, or where the kernel refuses the
+//! raw attachment, a program per call's `syscalls/sys_enter_*` event. Relative names are made absolute at once from
 //! /proc/TID/cwd or /proc/TID/fd/DFD.
 //!
-//! Nothing outlives the recorder: the programs are attached through perf
-//! event descriptors and the kernel detaches them when those close, on
-//! every exit path, a killed coldstart included.
+//! Nothing outlives the recorder: the programs are attached through
+//! descriptors and the kernel detaches them when those close, on every exit
+//! path, a killed coldstart included.
 //!
 //! What the kernel cannot copy is counted, not guessed: a name in a page
 //! the program has not touched yet (the copy may not fault), a name longer
@@ -172,10 +178,22 @@ pub struct Recorded {
     pub dropped: u64,
 }
 
+/// How the recorder's programs are attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attachment {
+    /// One program on the raw `sys_enter` and one on `sys_exit` (x86-64).
+    Raw,
+    /// A program per call, each on its `syscalls/sys_enter_*` event through
+    /// a perf event (slow to detach).
+    PerCall,
+}
+
 /// Records names until finished.
 pub struct NameRecorder {
     /// The programs' attachments; closing them detaches the programs.
     _attached: Vec<OwnedFd>,
+    /// How they are attached.
+    pub attachment: Attachment,
     drops: bpf::Map,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Recorded>>,
@@ -184,58 +202,29 @@ pub struct NameRecorder {
 }
 
 impl NameRecorder {
-    /// Attaches a program to each call's entry tracepoint under the
-    /// tracefs root `root` and starts draining. Names looked up by this
-    /// process itself are not recorded.
+    /// Attaches the programs (raw where this kernel and architecture allow,
+    /// else one per call's entry tracepoint under the tracefs root `root`)
+    /// and starts draining. Names looked up by this process itself are not
+    /// recorded.
     pub fn start(root: &Path) -> io::Result<NameRecorder> {
+        match NameRecorder::start_with(root, Attachment::Raw) {
+            Ok(recorder) => Ok(recorder),
+            Err(_) => NameRecorder::start_with(root, Attachment::PerCall),
+        }
+    }
+
+    /// As [`NameRecorder::start`], attached as `attachment` says, or an
+    /// error.
+    pub fn start_with(root: &Path, attachment: Attachment) -> io::Result<NameRecorder> {
         let ring = bpf::Map::ring_buffer(RING_BYTES as u32)?;
         let drops = bpf::Map::array(8, 1)?;
         let own_tgid = std::process::id();
-        let mut attached = Vec::new();
-        let mut missing_calls = Vec::new();
-        for (index, &(call, name_field, dfd_field)) in CALLS.iter().enumerate() {
-            let dir = root
-                .join("events/syscalls")
-                .join(format!("sys_enter_{call}"));
-            let flags_field = FLAG_FIELDS.iter().find(|f| f.0 == call).map(|f| f.1);
-            let Some(layout) = layout(&dir, name_field, dfd_field, flags_field) else {
-                if !missing_calls.contains(&call) {
-                    missing_calls.push(call);
-                }
-                continue;
-            };
-            let program = program(&layout, index as i32, own_tgid, &ring, &drops);
-            let program = load_program(&program).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("loading the name recorder's program for {call}: {e}"),
-                )
-            })?;
-            attached.push(bpf::attach_to_tracepoint(layout.id, &program)?);
-        }
-        for (index, &call) in EXITS.iter().enumerate() {
-            let dir = root
-                .join("events/syscalls")
-                .join(format!("sys_exit_{call}"));
-            let Some((id, ret_offset)) = exit_layout(&dir) else {
-                continue;
-            };
-            let program = exit_program(
-                ret_offset,
-                EXIT_BASE + index as i32,
-                own_tgid,
-                &ring,
-                &drops,
-            );
-            let program = load_program(&program).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("loading the name recorder's program for {call}'s exit: {e}"),
-                )
-            })?;
-            attached.push(bpf::attach_to_tracepoint(id, &program)?);
-        }
+        let (attached, missing_calls) = match attachment {
+            Attachment::Raw => attach_raw(root, own_tgid, &ring, &drops)?,
+            Attachment::PerCall => attach_per_call(root, own_tgid, &ring, &drops)?,
+        };
         if missing_calls.contains(&"openat") {
+            bpf::detach_together(attached);
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "this kernel has no syscalls/sys_enter_openat tracepoint",
@@ -251,6 +240,7 @@ impl NameRecorder {
         };
         Ok(NameRecorder {
             _attached: attached,
+            attachment,
             drops,
             stop,
             thread: Some(thread),
@@ -261,7 +251,7 @@ impl NameRecorder {
     /// Detaches the programs, drains what is left and returns the names
     /// in the order they were recorded.
     pub fn finish(mut self) -> Recorded {
-        self._attached.clear();
+        bpf::detach_together(std::mem::take(&mut self._attached));
         self.stop.store(true, Ordering::Release);
         let mut recorded = self
             .thread
@@ -279,11 +269,408 @@ impl NameRecorder {
 
 impl Drop for NameRecorder {
     fn drop(&mut self) {
+        bpf::detach_together(std::mem::take(&mut self._attached));
         self.stop.store(true, Ordering::Release);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
+}
+
+/// The attachments and missing calls of a program per call.
+type Attached = (Vec<OwnedFd>, Vec<&'static str>);
+
+/// A program per call's entry event (and per followed call's exit event),
+/// each attached through a perf event.
+fn attach_per_call(
+    root: &Path,
+    own_tgid: u32,
+    ring: &bpf::Map,
+    drops: &bpf::Map,
+) -> io::Result<Attached> {
+    let mut attached = Vec::new();
+    let mut missing_calls = Vec::new();
+    let result = (|| -> io::Result<()> {
+        for (index, &(call, name_field, dfd_field)) in CALLS.iter().enumerate() {
+            let Some(layout) = call_layout(root, call, name_field, dfd_field) else {
+                if !missing_calls.contains(&call) {
+                    missing_calls.push(call);
+                }
+                continue;
+            };
+            let program = program(&layout, index as i32, own_tgid, ring, drops);
+            let program = load_program(&program, bpf::ProgramType::Tracepoint).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("loading the name recorder's program for {call}: {e}"),
+                )
+            })?;
+            attached.push(bpf::attach_to_tracepoint(layout.id, &program)?);
+        }
+        for (index, &call) in EXITS.iter().enumerate() {
+            let dir = root
+                .join("events/syscalls")
+                .join(format!("sys_exit_{call}"));
+            let Some((id, ret_offset)) = exit_layout(&dir) else {
+                continue;
+            };
+            let program = exit_program(ret_offset, EXIT_BASE + index as i32, own_tgid, ring, drops);
+            let program = load_program(&program, bpf::ProgramType::Tracepoint).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("loading the name recorder's program for {call}'s exit: {e}"),
+                )
+            })?;
+            attached.push(bpf::attach_to_tracepoint(id, &program)?);
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok((attached, missing_calls)),
+        Err(e) => {
+            bpf::detach_together(attached);
+            Err(e)
+        }
+    }
+}
+
+/// The layout of `call`'s entry event, when it has the fields named.
+fn call_layout(
+    root: &Path,
+    call: &str,
+    name_field: &str,
+    dfd_field: Option<&str>,
+) -> Option<Layout> {
+    let dir = root
+        .join("events/syscalls")
+        .join(format!("sys_enter_{call}"));
+    let flags_field = FLAG_FIELDS.iter().find(|f| f.0 == call).map(|f| f.1);
+    layout(&dir, name_field, dfd_field, flags_field)
+}
+
+/// One name a call passes, for the raw program: its syscall number, its
+/// index in [`CALLS`], and the arguments holding the name, the directory
+/// descriptor and the flags (their order in the call).
+#[derive(Debug, Clone, Copy)]
+struct RawCall {
+    nr: i64,
+    index: i32,
+    name_arg: usize,
+    dfd_arg: Option<usize>,
+    flags_arg: Option<usize>,
+}
+
+/// Where x86-64's `struct pt_regs` keeps a system call's arguments (rdi,
+/// rsi, rdx, r10, r8, r9), the call's number (orig_ax) and the code
+/// segment (cs).
+const PT_REGS_ARGS: [i32; 6] = [112, 104, 96, 56, 72, 64];
+const PT_REGS_ORIG_AX: i32 = 120;
+const PT_REGS_CS: i32 = 136;
+/// The code segment of a 64-bit task's system call (`__USER_CS`): a 32-bit
+/// task's calls are numbered otherwise and left out.
+const USER64_CS: i32 = 0x33;
+
+/// The two raw programs, on `sys_enter` and `sys_exit`. The argument
+/// order comes from each call's event format (its fields after
+/// `__syscall_nr` are the arguments in order), the numbers from this
+/// architecture's table.
+fn attach_raw(
+    root: &Path,
+    own_tgid: u32,
+    ring: &bpf::Map,
+    drops: &bpf::Map,
+) -> io::Result<Attached> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the raw name recorder reads x86-64 registers",
+        ));
+    }
+    let mut calls = Vec::new();
+    let mut missing_calls = Vec::new();
+    for (index, &(call, name_field, dfd_field)) in CALLS.iter().enumerate() {
+        let arg = |offset: i16| usize::try_from((offset - 16) / 8).ok().filter(|&a| a < 6);
+        let raw = call_layout(root, call, name_field, dfd_field).and_then(|layout| {
+            Some(RawCall {
+                nr: syscall_number(call)?,
+                index: index as i32,
+                name_arg: arg(layout.name_offset)?,
+                dfd_arg: match layout.dfd_offset {
+                    Some(offset) => Some(arg(offset)?),
+                    None => None,
+                },
+                flags_arg: match layout.flags_offset {
+                    Some(offset) => Some(arg(offset)?),
+                    None => None,
+                },
+            })
+        });
+        match raw {
+            Some(raw) => calls.push(raw),
+            None if !missing_calls.contains(&call) => missing_calls.push(call),
+            None => {}
+        }
+    }
+    let exits: Vec<(i64, i32)> = EXITS
+        .iter()
+        .enumerate()
+        .filter_map(|(index, &call)| Some((syscall_number(call)?, EXIT_BASE + index as i32)))
+        .collect();
+    let enter = load_program(
+        &raw_enter_program(&calls, own_tgid, ring, drops),
+        bpf::ProgramType::RawTracepoint,
+    )?;
+    let exit = load_program(
+        &raw_exit_program(&exits, own_tgid, ring, drops),
+        bpf::ProgramType::RawTracepoint,
+    )?;
+    let mut attached = vec![bpf::attach_to_raw_tracepoint(c"sys_enter", &enter)?];
+    match bpf::attach_to_raw_tracepoint(c"sys_exit", &exit) {
+        Ok(fd) => attached.push(fd),
+        Err(e) => {
+            bpf::detach_together(attached);
+            return Err(e);
+        }
+    }
+    Ok((attached, missing_calls))
+}
+
+/// The x86-64 system call number of a call in [`CALLS`] (the tracepoint
+/// names `newstat` and `newlstat` are stat and lstat).
+#[cfg(target_arch = "x86_64")]
+fn syscall_number(call: &str) -> Option<i64> {
+    use libc::*;
+    Some(match call {
+        "openat" => SYS_openat,
+        "openat2" => SYS_openat2,
+        "open" => SYS_open,
+        "creat" => SYS_creat,
+        "newfstatat" => SYS_newfstatat,
+        "statx" => SYS_statx,
+        "newstat" => SYS_stat,
+        "newlstat" => SYS_lstat,
+        "access" => SYS_access,
+        "faccessat" => SYS_faccessat,
+        "faccessat2" => SYS_faccessat2,
+        "readlink" => SYS_readlink,
+        "readlinkat" => SYS_readlinkat,
+        "execve" => SYS_execve,
+        "execveat" => SYS_execveat,
+        "statfs" => SYS_statfs,
+        "chdir" => SYS_chdir,
+        "mkdir" => SYS_mkdir,
+        "mkdirat" => SYS_mkdirat,
+        "rmdir" => SYS_rmdir,
+        "unlink" => SYS_unlink,
+        "unlinkat" => SYS_unlinkat,
+        "rename" => SYS_rename,
+        "renameat" => SYS_renameat,
+        "renameat2" => SYS_renameat2,
+        "link" => SYS_link,
+        "linkat" => SYS_linkat,
+        "symlink" => SYS_symlink,
+        "symlinkat" => SYS_symlinkat,
+        "mknod" => SYS_mknod,
+        "mknodat" => SYS_mknodat,
+        "truncate" => SYS_truncate,
+        "chmod" => SYS_chmod,
+        "fchmodat" => SYS_fchmodat,
+        "chown" => SYS_chown,
+        "lchown" => SYS_lchown,
+        "fchownat" => SYS_fchownat,
+        "utimensat" => SYS_utimensat,
+        "getxattr" => SYS_getxattr,
+        "lgetxattr" => SYS_lgetxattr,
+        "listxattr" => SYS_listxattr,
+        "llistxattr" => SYS_llistxattr,
+        "inotify_add_watch" => SYS_inotify_add_watch,
+        _ => return None,
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn syscall_number(_call: &str) -> Option<i64> {
+    None
+}
+
+/// Starts a raw program: r6 = the context (the tracepoint's arguments: the
+/// task's registers, then the call's number or result, kept at r10 - 8),
+/// r9 = the registers; returns unless the caller is a 64-bit task of
+/// another process, whose pid_tgid is then in r7. Returns the jumps to the
+/// end, for the caller to patch.
+fn raw_prologue(p: &mut Vec<Insn>, own_tgid: u32) -> Vec<usize> {
+    p.extend([
+        mov_reg(6, 1),
+        load_u64(9, 6, 0),
+        load_u64(1, 6, 8),
+        store_u64(10, -8, 1),
+        call(HELPER_GET_CURRENT_PID_TGID),
+        mov_reg(7, 0),
+        mov_reg(1, 0),
+        rsh_imm(1, 32),
+    ]);
+    let mut to_end = vec![p.len()];
+    p.push(jump_if_eq(1, own_tgid as i32, 0));
+    read_register(p, PT_REGS_CS);
+    to_end.push(p.len());
+    p.push(jump_if_ne(1, USER64_CS, 0));
+    to_end
+}
+
+/// Appends: r1 = the u64 at `offset` in the task's saved registers (r9),
+/// through the stack word at r10 - 16 (zero when it cannot be read).
+fn read_register(p: &mut Vec<Insn>, offset: i32) {
+    p.extend([
+        mov_reg(1, 10),
+        add_imm(1, -16),
+        mov_imm(2, 8),
+        mov_reg(3, 9),
+        add_imm(3, offset),
+        call(HELPER_PROBE_READ_KERNEL),
+        load_u64(1, 10, -16),
+    ]);
+}
+
+/// Appends a jump per call number in `numbers` (r1 holds the task's) to
+/// the block of that number, and a jump to the end for the others. Returns
+/// (the jump's index, its number) and the index of the jump to the end.
+fn dispatch(p: &mut Vec<Insn>, numbers: &[i64]) -> (Vec<(usize, i64)>, usize) {
+    let mut jumps = Vec::new();
+    for &nr in numbers {
+        jumps.push((p.len(), nr));
+        p.push(jump_if_eq(1, nr as i32, 0));
+    }
+    let other = p.len();
+    p.push(jump(0));
+    (jumps, other)
+}
+
+/// Appends: reserve `bytes` of the ring buffer into r8 (or jump to the drop
+/// count: the index returned), and fill in the time, pid_tgid (r7) and
+/// `call_index`.
+fn raw_reserve(p: &mut Vec<Insn>, bytes: i32, call_index: i32, ring: &bpf::Map) -> usize {
+    p.extend(load_map(1, ring));
+    p.extend([
+        mov_imm(2, bytes),
+        mov_imm(3, 0),
+        call(HELPER_RINGBUF_RESERVE),
+    ]);
+    let full = p.len();
+    p.push(jump_if_eq(0, 0, 0));
+    p.extend([
+        mov_reg(8, 0),
+        store_u64(8, 8, 7),
+        call(HELPER_KTIME_GET_NS),
+        store_u64(8, 0, 0),
+        store_u32_imm(8, 16, call_index),
+    ]);
+    full
+}
+
+/// Ends a raw program: the end (return 0) and the drop count; patches
+/// `to_end` and `full` jumps.
+fn raw_epilogue(mut p: Vec<Insn>, to_end: &[usize], full: &[usize], drops: &bpf::Map) -> Vec<Insn> {
+    let end = p.len();
+    p.extend([mov_imm(0, 0), exit()]);
+    let drop_count = p.len();
+    let no_slot = add_one_to_counter(&mut p, drops);
+    let after = p.len();
+    p.extend([mov_imm(0, 0), exit()]);
+    for &j in to_end {
+        patch_jump(&mut p, j, end);
+    }
+    for &j in full {
+        patch_jump(&mut p, j, drop_count);
+    }
+    patch_jump(&mut p, no_slot, after);
+    p
+}
+
+/// The raw `sys_enter` program: for a call in `calls`, a record per name
+/// it passes, as [`program`] makes one from the call's own event.
+fn raw_enter_program(
+    calls: &[RawCall],
+    own_tgid: u32,
+    ring: &bpf::Map,
+    drops: &bpf::Map,
+) -> Vec<Insn> {
+    let mut p = Vec::new();
+    let mut to_end = raw_prologue(&mut p, own_tgid);
+    p.push(load_u64(1, 10, -8));
+    let mut numbers: Vec<i64> = calls.iter().map(|c| c.nr).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    let (jumps, other) = dispatch(&mut p, &numbers);
+    to_end.push(other);
+    let mut full = Vec::new();
+    for (jump_at, nr) in jumps {
+        let block = p.len();
+        patch_jump(&mut p, jump_at, block);
+        for c in calls.iter().filter(|c| c.nr == nr) {
+            full.push(raw_reserve(&mut p, RECORD_BYTES as i32, c.index, ring));
+            match c.dfd_arg {
+                Some(arg) => {
+                    read_register(&mut p, PT_REGS_ARGS[arg]);
+                    p.push(store_u32(8, 20, 1));
+                }
+                None => p.push(store_u32_imm(8, 20, AT_FDCWD)),
+            }
+            match c.flags_arg {
+                Some(arg) => {
+                    read_register(&mut p, PT_REGS_ARGS[arg]);
+                    p.push(store_u32(8, 28, 1));
+                }
+                None => p.push(store_u32_imm(8, 28, 0)),
+            }
+            read_register(&mut p, PT_REGS_ARGS[c.name_arg]);
+            p.extend([
+                mov_reg(3, 1),
+                mov_reg(1, 8),
+                add_imm(1, 32),
+                mov_imm(2, NAME_BYTES as i32),
+                call(HELPER_PROBE_READ_USER_STR),
+                store_u32(8, 24, 0),
+                mov_reg(1, 8),
+                mov_imm(2, 0),
+                call(HELPER_RINGBUF_SUBMIT),
+            ]);
+        }
+        to_end.push(p.len());
+        p.push(jump(0));
+    }
+    raw_epilogue(p, &to_end, &full, drops)
+}
+
+/// The raw `sys_exit` program: for a call in `exits` (number, record
+/// call), a record of its result, as [`exit_program`] makes one.
+fn raw_exit_program(
+    exits: &[(i64, i32)],
+    own_tgid: u32,
+    ring: &bpf::Map,
+    drops: &bpf::Map,
+) -> Vec<Insn> {
+    let mut p = Vec::new();
+    let mut to_end = raw_prologue(&mut p, own_tgid);
+    read_register(&mut p, PT_REGS_ORIG_AX);
+    let numbers: Vec<i64> = exits.iter().map(|e| e.0).collect();
+    let (jumps, other) = dispatch(&mut p, &numbers);
+    to_end.push(other);
+    let mut full = Vec::new();
+    for ((jump_at, _), &(_, call_index)) in jumps.into_iter().zip(exits) {
+        let block = p.len();
+        patch_jump(&mut p, jump_at, block);
+        full.push(raw_reserve(&mut p, EXIT_RECORD_BYTES, call_index, ring));
+        p.extend([
+            load_u64(1, 10, -8),
+            store_u32(8, 24, 1),
+            mov_reg(1, 8),
+            mov_imm(2, 0),
+            call(HELPER_RINGBUF_SUBMIT),
+        ]);
+        to_end.push(p.len());
+        p.push(jump(0));
+    }
+    raw_epilogue(p, &to_end, &full, drops)
 }
 
 /// Where a call's tracepoint keeps what the program needs.
@@ -476,14 +863,10 @@ fn count_drop(mut p: Vec<Insn>, jumps: Jumps, drops: &bpf::Map) -> Vec<Insn> {
     p
 }
 
-fn load_program(insns: &[Insn]) -> io::Result<OwnedFd> {
+fn load_program(insns: &[Insn], kind: bpf::ProgramType) -> io::Result<OwnedFd> {
     // GPL-compatible: bpf_probe_read_user_str is offered only to such
     // programs. The program is this file's own code, under MIT as well.
-    bpf::load_program(
-        bpf::ProgramType::Tracepoint,
-        &encode(insns),
-        c"Dual MIT/GPL",
-    )
+    bpf::load_program(kind, &encode(insns), c"Dual MIT/GPL")
 }
 
 /// Drains every few milliseconds until `stop`, then once more.

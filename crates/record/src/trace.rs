@@ -491,7 +491,9 @@ pub(crate) fn enable_events(
     user_faults: bool,
 ) -> Result<(), TraceError> {
     check_required_events(decoder)?;
-    enable_events_where(instance, decoder, |event| user_faults || event != USER_FAULTS)
+    enable_events_where(instance, decoder, |event| {
+        user_faults || event != USER_FAULTS
+    })
 }
 
 /// Fails when the kernel lacks an event every trace needs.

@@ -4,7 +4,7 @@
 //! rename, and one in a page the program never touched.
 
 use coldstart_profile::LookupMissed;
-use coldstart_record::names::NameRecorder;
+use coldstart_record::names::{Attachment, NameRecorder};
 use coldstart_testkit::{can_trace, run_ok, skip};
 use std::path::Path;
 use std::process::Command;
@@ -14,6 +14,18 @@ fn records_every_name_a_program_passes_as_the_program_says_it_passed_them() {
     if !can_trace() {
         return;
     }
+    // Both ways of attaching, where this architecture has the raw one.
+    let attachments: &[Attachment] = if cfg!(target_arch = "x86_64") {
+        &[Attachment::Raw, Attachment::PerCall]
+    } else {
+        &[Attachment::PerCall]
+    };
+    for &attachment in attachments {
+        records_every_name_as_the_program_says(attachment);
+    }
+}
+
+fn records_every_name_as_the_program_says(attachment: Attachment) {
     let work = tempfile::tempdir().unwrap();
     let fixture = work.path().join("lookups");
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/names/lookups.c");
@@ -28,7 +40,7 @@ fn records_every_name_a_program_passes_as_the_program_says_it_passed_them() {
     std::fs::create_dir(&dir).unwrap();
     let dir = dir.canonicalize().unwrap();
 
-    let recorder = match NameRecorder::start(Path::new("/sys/kernel/tracing")) {
+    let recorder = match NameRecorder::start_with(Path::new("/sys/kernel/tracing"), attachment) {
         Ok(r) => r,
         Err(e) => {
             skip(&format!("BPF programs cannot be attached here: {e}"));
@@ -54,7 +66,7 @@ fn records_every_name_a_program_passes_as_the_program_says_it_passed_them() {
         .filter(|n| n.tgid == pid && (n.path == dir || n.path.starts_with(&format!("{dir}/"))))
         .map(|n| n.path.clone())
         .collect();
-    assert_eq!(seen, expected);
+    assert_eq!(seen, expected, "attached {attachment:?}");
     // The loader's own names may sit in pages it has not touched yet; the
     // program's, after its first, are all readable but one.
     let own_start = recorded

@@ -25,6 +25,7 @@ const RINGBUF_HEADER: usize = 8;
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
 const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// The `bpf(2)` system call with an attribute block of `attr`'s size.
@@ -221,6 +222,37 @@ pub fn attach_to_tracepoint(tracepoint: u64, program: &OwnedFd) -> io::Result<Ow
         }
     }
     Ok(event)
+}
+
+/// Detaches the programs of `events` (descriptors from
+/// [`attach_to_tracepoint`]), all of them at once. Each close waits for the
+/// kernel to be sure no CPU still runs the program (RCU grace periods,
+/// 60-85 ms here), so 53 closed in turn took 3.6 s; closed from threads of
+/// their own, the waits overlap. Every event is disabled first, so none
+/// fires after this begins. Returns when all are closed.
+pub fn detach_together(events: Vec<OwnedFd>) {
+    for event in &events {
+        // SAFETY: an ioctl without argument on a descriptor we own.
+        unsafe {
+            libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_DISABLE, 0);
+        }
+    }
+    std::thread::scope(|scope| {
+        let mut closing = Vec::new();
+        for event in events {
+            let spawned = std::thread::Builder::new()
+                .name("coldstart-detach".into())
+                .stack_size(64 * 1024)
+                .spawn_scoped(scope, move || drop(event));
+            // Without a thread (none left), it is closed here, in turn.
+            if let Ok(thread) = spawned {
+                closing.push(thread);
+            }
+        }
+        for thread in closing {
+            let _ = thread.join();
+        }
+    });
 }
 
 /// Attaches a raw tracepoint `program` to the tracepoint `name` (as the
