@@ -116,8 +116,10 @@ impl Ready {
         instance::remove_stale_instances(&root);
         let instance = Instance::create(&root, tag)?;
         instance.set("tracing_on", "0")?;
-        instance.set("buffer_size_kb", &buffer_kb_per_cpu.to_string())?;
+        // The clock first: changing it empties the buffers, which takes
+        // milliseconds once they are big.
         instance.set("trace_clock", "mono")?;
+        instance.set("buffer_size_kb", &buffer_kb_per_cpu.to_string())?;
         instance.set("options/overwrite", "0")?;
         // Tasks the traced ones create are traced, those that exit dropped.
         instance.set("options/event-fork", "1")?;

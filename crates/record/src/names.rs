@@ -689,12 +689,11 @@ fn layout(
     dfd_field: Option<&str>,
     flags_field: Option<&str>,
 ) -> Option<Layout> {
-    let id = fs::read_to_string(dir.join("id"))
-        .ok()?
+    let id = read_tracefs(&dir.join("id"))?
         .trim()
         .parse()
         .ok()?;
-    let format = fs::read_to_string(dir.join("format")).ok()?;
+    let format = read_tracefs(&dir.join("format"))?;
     let field = |wanted: &str| -> Option<(String, i16, u32)> {
         format.lines().find_map(|line| {
             let line = line.trim().strip_prefix("field:")?;
@@ -729,14 +728,32 @@ fn layout(
     })
 }
 
+/// A tracefs text file, read in 64 KiB at a time: std's read_to_string
+/// starts with a 32-byte probe, and the kernel makes the text again for
+/// each read (a trace reads about a hundred of these).
+fn read_tracefs(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut file = fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
 /// An exit tracepoint's id and the offset of its 8-byte `ret`.
 fn exit_layout(dir: &Path) -> Option<(u64, i16)> {
-    let id = fs::read_to_string(dir.join("id"))
-        .ok()?
+    let id = read_tracefs(&dir.join("id"))?
         .trim()
         .parse()
         .ok()?;
-    let format = fs::read_to_string(dir.join("format")).ok()?;
+    let format = read_tracefs(&dir.join("format"))?;
     let line = format.lines().find(|l| l.contains("field:long ret;"))?;
     let offset = line
         .split(';')

@@ -370,8 +370,40 @@ struct Tracer {
     header: HeaderPage,
 }
 
+/// The instance and uprobes being removed on a thread of their own while
+/// the trace is decoded and written (freeing the buffers and the events
+/// takes about 60 ms); dropping this waits for it.
+struct Removal(Option<std::thread::JoinHandle<()>>);
+
+impl Removal {
+    fn start(instance: Instance, uprobes: Option<Uprobes>) -> Removal {
+        let remove = move || {
+            drop(instance);
+            drop(uprobes);
+        };
+        // Without a thread, the closure is dropped, which removes them here.
+        match std::thread::Builder::new()
+            .name("coldstart-remove".into())
+            .spawn(remove)
+        {
+            Ok(thread) => Removal(Some(thread)),
+            Err(_) => Removal(None),
+        }
+    }
+}
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// What a finished [`Tracer`] captured.
 struct Captured {
+    /// Held until the trace is written: see [`Removal`].
+    _removing: Removal,
     buffers: Vec<(u32, Vec<u8>)>,
     trace_bytes: u64,
     lost: Vec<LostEvents>,
@@ -393,8 +425,10 @@ impl Tracer {
     ) -> Result<Tracer, TraceError> {
         let instance = Instance::create(root, "")?;
         instance.set("tracing_on", "0")?;
-        instance.set("buffer_size_kb", &options.buffer_kb_per_cpu.to_string())?;
+        // The clock first: changing it empties the buffers, which takes
+        // milliseconds once they are big.
         instance.set("trace_clock", "mono")?;
+        instance.set("buffer_size_kb", &options.buffer_kb_per_cpu.to_string())?;
         // Full buffers drop new events (counted) instead of overwriting old ones.
         instance.set("options/overwrite", "0")?;
         let mut decoder = Decoder::from_events_dir(&instance.events_dir())?;
@@ -445,10 +479,10 @@ impl Tracer {
         let names = names.map(NameRecorder::finish);
         let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
         let (buffers, trace_bytes, lost) = drain_and_count(readers, &instance);
-        drop(instance);
-        drop(uprobes);
+        let removing = Removal::start(instance, uprobes);
         let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
         Captured {
+            _removing: removing,
             buffers,
             trace_bytes,
             lost,
