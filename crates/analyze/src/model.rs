@@ -81,6 +81,8 @@ pub struct FileReport {
     pub resolved: bool,
     pub dev: u64,
     pub ino: u64,
+    /// The file's size; None for filesystem metadata (the size of the whole
+    /// device) and memory.
     pub size: Option<u64>,
     pub build_id: Option<String>,
     /// Distinct pages that entered the page cache.
@@ -104,8 +106,11 @@ pub struct FileReport {
     pub read_amplification: Option<f64>,
     /// Runs of contiguous pages that entered the cache together.
     pub read_requests: u64,
-    pub seek_forward_bytes: u64,
-    pub seek_backward_bytes: u64,
+    /// Summed distance from one request's end to the next one's start,
+    /// by direction; None for filesystem metadata and memory, whose
+    /// offsets are not places in a file.
+    pub seek_forward_bytes: Option<u64>,
+    pub seek_backward_bytes: Option<u64>,
     pub first_access_ns: Option<i64>,
     pub last_access_ns: Option<i64>,
     /// Processes (of the tree) that read or touched it: "comm (pid)".

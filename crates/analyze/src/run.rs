@@ -18,7 +18,7 @@ use coldstart_profile::{
     Run, RunId,
 };
 use globset::GlobMatcher;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// What to analyse.
@@ -123,13 +123,7 @@ pub fn report(
         .collect();
     let mut prefetcher_tasks: Vec<i32> = prefetcher.into_iter().collect();
     prefetcher_tasks.sort_unstable();
-    let in_kernel_devices: HashSet<u64> = loaded
-        .files
-        .iter()
-        .filter(|f| f.in_kernel())
-        .map(|f| f.dev)
-        .collect();
-    let totals = totals(&reports, &in_kernel_devices);
+    let totals = totals(&reports);
     // A damaged cost leaves the corrected figures out; the run itself reads.
     let probe_hit_ns = profile.run_loader_hit_ns(loaded.id()).ok().flatten();
     let loader = analyze_loader(loaded, loader_spans, probe_hit_ns, options.attribute);
@@ -298,6 +292,13 @@ fn file_report(
         None => set.len() * page_size,
     };
 
+    // A block device's cache (metadata) is addressed by disk offset, and
+    // memory has no place on a disk: neither has a file size or a seek.
+    let a_file = !file.in_kernel()
+        && !matches!(
+            file.kind,
+            Some(coldstart_profile::FileKind::Metadata | coldstart_profile::FileKind::Memory)
+        );
     let mut report = FileReport {
         path: label.clone(),
         opened_as: file.opened_as.clone(),
@@ -305,7 +306,7 @@ fn file_report(
         resolved: file.path.is_some(),
         dev: file.dev,
         ino: file.ino,
-        size: file.size,
+        size: file.size.filter(|_| a_file),
         build_id: file.build_id.clone(),
         pages_read: read.len(),
         bytes_read: size_bytes(&read),
@@ -318,8 +319,8 @@ fn file_report(
         bytes_touched_or_mapped: size_bytes(&touched_or_mapped),
         read_amplification: ratio(read.len(), touched.len()),
         read_requests: requests.len() as u64,
-        seek_forward_bytes,
-        seek_backward_bytes,
+        seek_forward_bytes: a_file.then_some(seek_forward_bytes),
+        seek_backward_bytes: a_file.then_some(seek_backward_bytes),
         first_access_ns: used.iter().map(|e| e.t_ns).min(),
         last_access_ns: used.iter().map(|e| e.t_ns).max(),
         processes: process_names(tree.iter().map(|e| e.pid), names),
@@ -593,7 +594,7 @@ fn section_rows(
     rows
 }
 
-fn totals(files: &[FileReport], in_kernel_devices: &HashSet<u64>) -> Totals {
+fn totals(files: &[FileReport]) -> Totals {
     let mut t = Totals {
         files: files.len(),
         ..Totals::default()
@@ -609,13 +610,9 @@ fn totals(files: &[FileReport], in_kernel_devices: &HashSet<u64>) -> Totals {
         t.pages_touched_or_mapped += f.pages_touched_or_mapped;
         t.bytes_touched_or_mapped += f.bytes_touched_or_mapped;
         t.read_requests += f.read_requests;
-        // An in-kernel file's offsets are disk addresses (the block device's
-        // own cache holds filesystem metadata), not offsets in a file: its
-        // seeks stay in its own row.
-        if !in_kernel_devices.contains(&f.dev) {
-            t.seek_forward_bytes += f.seek_forward_bytes;
-            t.seek_backward_bytes += f.seek_backward_bytes;
-        }
+        // Rows without a seek (metadata, memory) stay out of the sum.
+        t.seek_forward_bytes += f.seek_forward_bytes.unwrap_or(0);
+        t.seek_backward_bytes += f.seek_backward_bytes.unwrap_or(0);
     }
     t.read_amplification = ratio(t.pages_read, t.pages_touched);
     t

@@ -145,6 +145,87 @@ fn write_run(profile: &mut Profile, read_ahead_kb: u64) -> i64 {
     run
 }
 
+/// A run reading /bin/app (pages 0 and 4) and ext4's metadata through the
+/// block device's cache (dev 0:3, whose inode is the disk's number) at
+/// disk pages 1,000,000 then 10: far apart, and not a file.
+#[test]
+fn metadata_rows_have_no_file_size_and_no_seek() {
+    use PageEventKind::*;
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
+    let run = profile
+        .begin_run(&RunStart {
+            argv: vec!["/bin/app".into()],
+            cwd: "/".into(),
+            cache_mode: CacheMode::Cold,
+            started_at_unix_ns: 1_700_000_000_000_000_000,
+            kernel: "6.18.0".into(),
+            page_size: PAGE,
+            read_ahead_kb: Some(128),
+            fault_around_bytes: Some(65536),
+            uid: 1000,
+            gid: 1000,
+            tool_version: "test".into(),
+        })
+        .unwrap();
+    let metadata = NewFile {
+        dev: 3,
+        ino: (8 << 20) | 1,
+        path: None,
+        size: Some(512 << 30),
+        kind: Some(coldstart_profile::FileKind::Metadata),
+        note: Some("ext4 metadata on /dev/sda1 (mounted at /)".into()),
+        opened_by_tree: false,
+        ..file("", 0, 0)
+    };
+    let batch = Batch {
+        files: vec![file("/bin/app", 1, 10 * PAGE), metadata],
+        processes: vec![process(APP, "app", true)],
+        page_events: vec![
+            event(APP, 1, 1_000_000, 1, Read, MS),
+            event(APP, 1, 10, 1, Read, 2 * MS),
+            event(APP, 0, 0, 1, Read, 3 * MS),
+            event(APP, 0, 4, 1, Read, 4 * MS),
+        ],
+        ..Default::default()
+    };
+    profile.write(run, &batch).unwrap();
+    profile
+        .end_run(
+            run,
+            &RunEnd {
+                ended_ns: 5 * MS,
+                end_reason: EndReason::Exited,
+                exit_code: Some(0),
+                exit_signal: None,
+                root_pid: Some(APP),
+            },
+        )
+        .unwrap();
+    let (report, _) = analyze(&profile, &Options::default()).unwrap();
+    let row = |path: &str| report.files.iter().find(|f| f.path == path).unwrap();
+    let meta = row("[ext4 metadata on /dev/sda1 (mounted at /)]");
+    assert_eq!(meta.read_requests, 2);
+    assert_eq!(
+        (meta.size, meta.seek_forward_bytes, meta.seek_backward_bytes),
+        (None, None, None)
+    );
+    let app = row("/bin/app");
+    // Page 0, then page 4: 3 pages forward.
+    assert_eq!(app.size, Some(10 * PAGE));
+    assert_eq!(
+        (app.seek_forward_bytes, app.seek_backward_bytes),
+        (Some(3 * PAGE), Some(0))
+    );
+    assert_eq!(
+        (
+            report.totals.seek_forward_bytes,
+            report.totals.seek_backward_bytes
+        ),
+        (3 * PAGE, 0)
+    );
+}
+
 #[test]
 fn figures_per_file_and_in_total_with_readahead_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,7 +266,7 @@ fn figures_per_file_and_in_total_with_readahead_on() {
     assert_eq!(app.read_requests, 3);
     assert_eq!(
         (app.seek_forward_bytes, app.seek_backward_bytes),
-        (8192, 28672)
+        (Some(8192), Some(28672))
     );
     assert_eq!(
         (app.first_access_ns, app.last_access_ns),
@@ -203,7 +284,10 @@ fn figures_per_file_and_in_total_with_readahead_on() {
     // The readahead decision between the two reads splits them; they are
     // contiguous, so no seek.
     assert_eq!(libz.read_requests, 2);
-    assert_eq!((libz.seek_forward_bytes, libz.seek_backward_bytes), (0, 0));
+    assert_eq!(
+        (libz.seek_forward_bytes, libz.seek_backward_bytes),
+        (Some(0), Some(0))
+    );
     assert!(!libz.touched_by_others);
 
     // other.dat: only the other process read it (3 pages).

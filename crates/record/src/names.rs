@@ -689,10 +689,7 @@ fn layout(
     dfd_field: Option<&str>,
     flags_field: Option<&str>,
 ) -> Option<Layout> {
-    let id = read_tracefs(&dir.join("id"))?
-        .trim()
-        .parse()
-        .ok()?;
+    let id = read_tracefs(&dir.join("id"))?.trim().parse().ok()?;
     let format = read_tracefs(&dir.join("format"))?;
     let field = |wanted: &str| -> Option<(String, i16, u32)> {
         format.lines().find_map(|line| {
@@ -749,10 +746,7 @@ fn read_tracefs(path: &Path) -> Option<String> {
 
 /// An exit tracepoint's id and the offset of its 8-byte `ret`.
 fn exit_layout(dir: &Path) -> Option<(u64, i16)> {
-    let id = read_tracefs(&dir.join("id"))?
-        .trim()
-        .parse()
-        .ok()?;
+    let id = read_tracefs(&dir.join("id"))?.trim().parse().ok()?;
     let format = read_tracefs(&dir.join("format"))?;
     let line = format.lines().find(|l| l.contains("field:long ret;"))?;
     let offset = line

@@ -257,8 +257,8 @@ fn files(out: &mut String, report: &RunReport) {
                 mib(f.bytes_touched),
                 amplification(f.read_amplification),
                 thousands(f.read_requests),
-                mib(f.seek_forward_bytes),
-                mib(f.seek_backward_bytes),
+                f.seek_forward_bytes.map(mib).unwrap_or_else(|| "-".into()),
+                f.seek_backward_bytes.map(mib).unwrap_or_else(|| "-".into()),
                 ms(f.first_access_ns),
                 ms(f.last_access_ns),
             ]

@@ -157,8 +157,12 @@ fn files(out: &mut String, report: &RunReport, view: &RunView) {
             human_bytes(f.bytes_touched),
             amplification(f.read_amplification),
             thousands(f.read_requests),
-            human_bytes(f.seek_forward_bytes),
-            human_bytes(f.seek_backward_bytes),
+            f.seek_forward_bytes
+                .map(human_bytes)
+                .unwrap_or_else(|| "-".into()),
+            f.seek_backward_bytes
+                .map(human_bytes)
+                .unwrap_or_else(|| "-".into()),
             f.first_access_ns.map(ms).unwrap_or_default(),
             f.last_access_ns.map(ms).unwrap_or_default(),
             format!(
