@@ -474,7 +474,13 @@ fn a_deleted_state_directory_is_made_again_and_serves_what_is_installed_next() {
     let Some(s) = setup() else { return };
     install(&s);
     let service = Service::start(&s.state, "0");
-    std::fs::remove_dir_all(&s.state).unwrap();
+    // The service may write into it meanwhile (a removal then finds a
+    // directory not empty): removed until it is gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Err(e) = std::fs::remove_dir_all(&s.state) {
+        assert!(Instant::now() < deadline, "{e}: {}", service.said());
+        std::thread::sleep(Duration::from_millis(20));
+    }
     service.wait_for("was deleted: made again");
     install(&s);
     service.wait_for_nth("serving a plan of", 2);
