@@ -143,13 +143,22 @@ pub fn trace(
     let page_size = cache::page_size();
     // Reads ld.so and its debug file, so before the cache is prepared.
     let loader_probes = plan_loader_probes(options, &mut stage);
+    // The instance is set up while the cache is prepared: it reads nothing
+    // from a disk, and its clock and buffers take about 60 ms.
+    let preparing = Preparing::start(&root, options);
     let warmup_ns = prepare_cache(options, interrupted, &mut stage)?;
     if interrupted.load(Ordering::Acquire) {
         return Err(TraceError::Interrupted);
     }
     // Files opened from here on take the device's readahead size.
     let readahead = override_readahead(options, &mut stage)?;
-    let tracer = Tracer::start(&root, options, loader_probes.as_ref(), &mut stage)?;
+    let tracer = Tracer::start(
+        &root,
+        options,
+        preparing,
+        loader_probes.as_ref(),
+        &mut stage,
+    )?;
     let run = profile.begin_run(&run_start(options, page_size))?;
     if let Some(sight) = loader_sight(options, &loader_probes) {
         profile.set_run_loader(run, &sight)?;
@@ -370,6 +379,73 @@ struct Tracer {
     header: HeaderPage,
 }
 
+/// A private instance with the page events enabled and tracing off,
+/// tracing nothing yet: its clock set, its buffers grown.
+fn prepare_instance(
+    root: &Path,
+    buffer_kb_per_cpu: u64,
+    user_faults: bool,
+) -> Result<(Instance, Decoder), TraceError> {
+    let instance = Instance::create(root, "")?;
+    instance.set("tracing_on", "0")?;
+    // The clock first: changing it empties the buffers, which takes
+    // milliseconds once they are big.
+    instance.set("trace_clock", "mono")?;
+    instance.set("buffer_size_kb", &buffer_kb_per_cpu.to_string())?;
+    // Full buffers drop new events (counted) instead of overwriting old ones.
+    instance.set("options/overwrite", "0")?;
+    let decoder = Decoder::from_events_dir(&instance.events_dir())?;
+    enable_events(&instance, &decoder, user_faults)?;
+    Ok((instance, decoder))
+}
+
+/// [`prepare_instance`] on a thread of its own (or, without one, at
+/// [`Preparing::wait`]). Dropping this without waiting waits for the thread
+/// and removes what it set up.
+struct Preparing {
+    thread: Option<std::thread::JoinHandle<Result<(Instance, Decoder), TraceError>>>,
+    root: PathBuf,
+    buffer_kb_per_cpu: u64,
+    user_faults: bool,
+}
+
+impl Preparing {
+    fn start(root: &Path, options: &TraceOptions) -> Preparing {
+        let (root, kb, user_faults) = (
+            root.to_path_buf(),
+            options.buffer_kb_per_cpu,
+            options.user_faults,
+        );
+        let on_thread = root.clone();
+        let thread = std::thread::Builder::new()
+            .name("coldstart-prepare".into())
+            .spawn(move || prepare_instance(&on_thread, kb, user_faults))
+            .ok();
+        Preparing {
+            thread,
+            root,
+            buffer_kb_per_cpu: kb,
+            user_faults,
+        }
+    }
+
+    fn wait(mut self) -> Result<(Instance, Decoder), TraceError> {
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(prepared)) => prepared,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => prepare_instance(&self.root, self.buffer_kb_per_cpu, self.user_faults),
+        }
+    }
+}
+
+impl Drop for Preparing {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The instance and uprobes being removed on a thread of their own while
 /// the trace is decoded and written (freeing the buffers and the events
 /// takes about 60 ms); dropping this waits for it.
@@ -420,19 +496,15 @@ impl Tracer {
     fn start(
         root: &Path,
         options: &TraceOptions,
+        preparing: Preparing,
         loader_probes: Result<&Option<LoaderProbes>, &NoProbes>,
         stage: &mut impl FnMut(Stage),
     ) -> Result<Tracer, TraceError> {
-        let instance = Instance::create(root, "")?;
-        instance.set("tracing_on", "0")?;
-        // The clock first: changing it empties the buffers, which takes
-        // milliseconds once they are big.
-        instance.set("trace_clock", "mono")?;
-        instance.set("buffer_size_kb", &options.buffer_kb_per_cpu.to_string())?;
-        // Full buffers drop new events (counted) instead of overwriting old ones.
-        instance.set("options/overwrite", "0")?;
-        let mut decoder = Decoder::from_events_dir(&instance.events_dir())?;
-        enable_events(&instance, &decoder, options.user_faults)?;
+        // While the instance is being set up: these need nothing of it.
+        let watcher = start_open_watcher(stage);
+        let names = start_name_recorder(root, stage);
+        let subvolumes = start_subvolume_recorder(stage);
+        let (instance, mut decoder) = preparing.wait()?;
         let (uprobes, loader_hit_ns) = match loader_probes {
             Ok(Some(probes)) => {
                 let calibration = HitCalibration::before(probes);
@@ -445,9 +517,6 @@ impl Tracer {
         let header = HeaderPage::read(&instance.events_dir())
             .or_else(|_| HeaderPage::read(&root.join("events")))?;
         let subbuf_size = header.data_offset + header.data_size;
-        let watcher = start_open_watcher(stage);
-        let names = start_name_recorder(root, stage);
-        let subvolumes = start_subvolume_recorder(stage);
         let readers = Readers::start(&instance, subbuf_size, options.buffer_kb_per_cpu)?;
         Ok(Tracer {
             readers,
