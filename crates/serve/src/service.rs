@@ -396,6 +396,7 @@ impl Service {
         let marks_changed = sorted_inodes(&loaded) != marked;
         // Each program is announced when what it is served changes.
         let mut announced = HashMap::new();
+        let mut changes = Vec::new();
         for (id, l) in &loaded {
             let text = match &l.plan {
                 Some(plan) => format!(
@@ -410,7 +411,7 @@ impl Service {
                 ),
             };
             if self.announced.get(id) != Some(&text) {
-                log(&text);
+                changes.push(text.clone());
             }
             announced.insert(id.clone(), text);
         }
@@ -423,6 +424,10 @@ impl Service {
         }
         if self.options.learn && !self.filesystems_marked {
             self.mark_filesystems(log)?;
+        }
+        // Said once its executable is marked: a start from then on is seen.
+        for text in changes {
+            log(&text);
         }
         Ok(())
     }
