@@ -243,10 +243,22 @@ fn trace_instances_of(pid: u32) -> Vec<String> {
 /// Evicts the data file, starts the program plainly (with `env` set) and
 /// returns its record: (page, was resident) per page read.
 fn start_program(s: &Setup, env: &[(&str, &str)], pages: &[u64]) -> Vec<(u64, bool)> {
+    start_program_with(s, env, &[], pages)
+}
+
+/// As [`start_program`], with `options` ("--name", which the program
+/// ignores) after the pages: they give the start its argument class.
+fn start_program_with(
+    s: &Setup,
+    env: &[(&str, &str)],
+    options: &[&str],
+    pages: &[u64],
+) -> Vec<(u64, bool)> {
     evict(&s.data);
     let mut command = Command::new(&s.program);
     command.arg(DELAY_MS).arg(&s.data);
     command.args(pages.iter().map(u64::to_string));
+    command.args(options);
     command.envs(env.iter().copied());
     let output = run_with_deadline(&mut command, Duration::from_secs(30));
     String::from_utf8_lossy(&output.stdout)
@@ -636,6 +648,92 @@ fn status_of(state: &Path, exe: &str) -> Value {
         .find(|p| p["exe"] == exe)
         .unwrap_or_else(|| panic!("{status}"))
         .clone()
+}
+
+/// Starts of one executable with other options are another program: a
+/// start with `--other` is not served the plan learned from plain starts,
+/// is learned as a program of its own, and the plain starts stay served.
+#[test]
+fn starts_with_other_options_are_learned_apart_and_not_served_the_plain_plan() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let service = Service::start_with(
+        &s.state,
+        &["--hold-out", "0", "--learn-min-read-mb", "0.01"],
+        "serving 0 program",
+    );
+    let linger = [("SERVED_START_LINGER_MS", "400")];
+    let (plain, other) = ([1u64, 5, 9], [20u64, 30, 40]);
+    let program = s.program.display().to_string();
+    let absent = |pages: &[u64]| pages.iter().map(|&p| (p, false)).collect::<Vec<_>>();
+    let resident = |pages: &[u64]| pages.iter().map(|&p| (p, true)).collect::<Vec<_>>();
+
+    // Plain starts: seen, learned from, served.
+    assert_eq!(start_program(&s, &linger, &plain), absent(&plain));
+    service.wait_for(&format!("{program}: its start read"));
+    service.wait_for(&format!("{program}: learning: its next start"));
+    assert_eq!(start_program(&s, &linger, &plain), absent(&plain));
+    service.wait_for(&format!("{program}: learned a plan"));
+    assert_eq!(
+        start_program(&s, &linger, &plain),
+        resident(&plain),
+        "{}",
+        service.said()
+    );
+
+    // With --other: not served the plain starts' plan (its pages are the
+    // program's own record), watched, and learning a program of its own.
+    let with_other = |pages: &[u64]| start_program_with(&s, &linger, &["--other"], pages);
+    assert_eq!(with_other(&other), absent(&other), "{}", service.said());
+    service.wait_for(&format!("{program} [--other]: its start read"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let programs = loop {
+        let status = status(&s.state);
+        let programs: Vec<Value> = status["programs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["exe"] == program.as_str())
+            .cloned()
+            .collect();
+        if programs.len() == 2 {
+            break programs;
+        }
+        assert!(Instant::now() < deadline, "{status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let by_class = |class: &str| {
+        programs
+            .iter()
+            .find(|p| p["class"] == class)
+            .unwrap_or_else(|| panic!("no program of class {class:?}: {programs:?}"))
+            .clone()
+    };
+    let (plain_program, other_program) = (by_class(""), by_class("--other"));
+    assert_eq!(plain_program["state"], "serving", "{plain_program}");
+    assert_eq!(other_program["state"], "learning", "{other_program}");
+    assert_ne!(plain_program["id"], other_program["id"]);
+    // The --other start was not counted as a plain one: the plain program
+    // saw its learning start and its served one.
+    assert_eq!(
+        (
+            &plain_program["starts_seen"],
+            &plain_program["starts_served"]
+        ),
+        (&Value::from(2), &Value::from(1)),
+        "{plain_program}"
+    );
+
+    // Its next start is learned from; the plain program keeps serving.
+    assert_eq!(with_other(&other), absent(&other), "{}", service.said());
+    service.wait_for_nth(&format!("{program}: learned a plan"), 2);
+    assert_eq!(with_other(&other), resident(&other), "{}", service.said());
+    assert_eq!(
+        start_program(&s, &linger, &plain),
+        resident(&plain),
+        "{}",
+        service.said()
+    );
 }
 
 #[test]

@@ -85,6 +85,7 @@ pub fn install(state: &State, what: &Install) -> Result<Program, InstallError> {
         quiet_ms: what.quiet_ms,
         cap_ms: what.cap_ms,
         traced_starts: 0,
+        class: None,
     };
     // The plan first: a service that sees program.json finds its plan.
     state.save_program_dir(&id)?;

@@ -30,7 +30,7 @@
 
 use crate::admit::{admit, check_path};
 use crate::install::{DEFAULT_CAP_MS, DEFAULT_QUIET_MS};
-use crate::state::{ExeIdentity, Program, ProgramState, STATE_FORMAT, State, program_id};
+use crate::state::{ExeIdentity, Program, ProgramState, STATE_FORMAT, State, program_id_for};
 use coldstart_plan::compile::{CompileOptions, compile};
 use coldstart_prefetch::Plan;
 use coldstart_profile::Profile;
@@ -96,7 +96,28 @@ pub fn wants_trace(program: &Program) -> bool {
 
 /// The record of a program to learn, for the executable at `exe` (absolute,
 /// links resolved).
-pub fn learning_program(exe: &Path) -> std::io::Result<Program> {
+/// The argument class of a start run as `argv`: the names of the options
+/// its arguments give (an argument that starts with '-', up to an '=',
+/// before a lone "--"), each once, sorted, joined by spaces. Values,
+/// files and URLs do not count: `soffice --writer a.odt` and `soffice
+/// --writer b.odt` are one class, `soffice --calc` another; a browser's
+/// child processes (`--type=renderer ...`) are not its own start's.
+pub fn argument_class(argv: &[String]) -> String {
+    let mut names: Vec<&str> = argv
+        .iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .filter(|a| a.len() > 1 && a.starts_with('-'))
+        .map(|a| a.split('=').next().unwrap_or(a))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names.join(" ")
+}
+
+/// A program to learn for the starts of `exe` whose arguments have class
+/// `class`.
+pub fn learning_program(exe: &Path, class: &str) -> std::io::Result<Program> {
     let identity = FileIdentity::of_path(exe)?;
     let identity = FileIdentity {
         build_id: build_id(exe),
@@ -104,7 +125,7 @@ pub fn learning_program(exe: &Path) -> std::io::Result<Program> {
     };
     Ok(Program {
         format: STATE_FORMAT,
-        id: program_id(exe),
+        id: program_id_for(exe, Some(class)),
         exe: exe.to_path_buf(),
         identity: ExeIdentity::of(identity),
         state: ProgramState::Learning,
@@ -117,6 +138,7 @@ pub fn learning_program(exe: &Path) -> std::io::Result<Program> {
         quiet_ms: DEFAULT_QUIET_MS,
         cap_ms: DEFAULT_CAP_MS,
         traced_starts: 0,
+        class: Some(class.to_string()),
     })
 }
 
@@ -252,6 +274,31 @@ mod tests {
         ] {
             assert!(not_learned(Path::new(exe)).is_none(), "{exe}");
         }
+    }
+
+    #[test]
+    fn a_class_is_the_option_names_of_the_arguments_sorted_once_each() {
+        let class =
+            |argv: &[&str]| argument_class(&argv.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert_eq!(class(&["soffice"]), "");
+        assert_eq!(class(&["soffice", "--writer", "a.odt"]), "--writer");
+        assert_eq!(class(&["soffice", "--writer", "b.odt"]), "--writer");
+        assert_eq!(class(&["soffice", "--calc"]), "--calc");
+        // Values after '=' and separate values do not count; each name once.
+        assert_eq!(
+            class(&[
+                "chromium",
+                "--type=renderer",
+                "--lang=de",
+                "--type=gpu",
+                "-v",
+                "x"
+            ]),
+            "--lang --type -v"
+        );
+        // Nothing after a lone "--"; a lone "-" (stdin) is not an option;
+        // argv[0] never counts.
+        assert_eq!(class(&["-sh", "-", "--", "--not-an-option"]), "");
     }
 
     #[test]

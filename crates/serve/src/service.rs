@@ -90,12 +90,15 @@ struct Loaded {
     plan: Option<Arc<Plan>>,
     inode: Inode,
     /// The first process of each start being followed.
-    roots: Arc<Mutex<Vec<i32>>>,
+    roots: Roots,
     /// Held while a start's record is written.
     record_lock: Arc<Mutex<()>>,
     /// What was read to load it: reloaded only when it changes.
     fingerprint: Fingerprint,
 }
+
+/// The first process of each start of a program being followed.
+type Roots = Arc<Mutex<Vec<i32>>>;
 
 /// program.json's text and the plan file's size and mtime.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -645,9 +648,12 @@ impl Service {
             if self.options.learn && program.exe.is_file() {
                 // Learned afresh: the old plan and its starts were another
                 // program's.
-                let fresh = learn::learning_program(&program.exe).map_err(|e| e.to_string())?;
+                let class = program.class.clone().unwrap_or_default();
+                let fresh =
+                    learn::learning_program(&program.exe, &class).map_err(|e| e.to_string())?;
                 log(&format!("{change}: learning it again"));
                 program = crate::state::Program {
+                    id: program.id.clone(),
                     why: Some(format!("relearning: {change}")),
                     quiet_ms: program.quiet_ms,
                     cap_ms: program.cap_ms,
@@ -705,18 +711,32 @@ impl Service {
         };
         let Seen { pid, seen_ns, .. } = seen;
         let following = &self.following;
-        let loaded = self.loaded.values().find(|l| l.inode == inode)?;
-        {
-            let mut roots = loaded.roots.lock().ok()?;
+        // The programs of this executable, those for one class first: which
+        // one the start is depends on its arguments, read once its exec
+        // completed.
+        let mut candidates: Vec<&Loaded> =
+            self.loaded.values().filter(|l| l.inode == inode).collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        candidates.sort_by_key(|l| (l.program.class.is_none(), l.program.id.clone()));
+        for loaded in &candidates {
+            let roots = loaded.roots.lock().ok()?;
             if roots.iter().any(|&root| start::descends_from(pid, root)) {
                 return None;
             }
-            roots.push(pid);
+        }
+        for loaded in &candidates {
+            if let Ok(mut roots) = loaded.roots.lock() {
+                roots.push(pid);
+            }
         }
         let may_serve = following.fetch_add(1, Ordering::AcqRel) < self.options.max_starts;
         // The trace first: the start's first pages are read within a
-        // millisecond of its exec.
-        let trace = if learn::wants_trace(&loaded.program) && !self.ready.is_empty() {
+        // millisecond of its exec. Dropped once the start is known to be
+        // of a program that wants none.
+        let wants = candidates.iter().any(|l| learn::wants_trace(&l.program));
+        let trace = if wants && !self.ready.is_empty() {
             self.tracing.fetch_add(1, Ordering::AcqRel);
             let attached = self
                 .ready
@@ -736,9 +756,16 @@ impl Service {
             None
         };
         let traced = trace.is_some();
+        let exe = candidates[0].program.exe.clone();
+        let exe_name = exe.display().to_string();
         let context = StartContext {
-            program: loaded.program.clone(),
-            plan: loaded.plan.clone(),
+            candidates: candidates
+                .iter()
+                .map(|l| start::Candidate {
+                    program: l.program.clone(),
+                    plan: l.plan.clone(),
+                })
+                .collect(),
             trace,
             planned: inode,
             before,
@@ -747,35 +774,65 @@ impl Service {
             hold_out_percent: self.options.hold_out_percent,
             may_serve,
         };
+        let locks: Vec<(Roots, Arc<Mutex<()>>)> = candidates
+            .iter()
+            .map(|l| (Arc::clone(&l.roots), Arc::clone(&l.record_lock)))
+            .collect();
         let state = self.state.clone();
-        let roots = Arc::clone(&loaded.roots);
-        let record_lock = Arc::clone(&loaded.record_lock);
         let counter = Arc::clone(following);
         let stopping = Arc::clone(&self.stopping);
         let thread_log = Arc::clone(log);
         let tracing = Arc::clone(&self.tracing);
         let wake = self.wake.try_clone().ok();
         let max_plan_bytes = self.options.max_plan_bytes;
+        let learning = self.options.learn;
+        let min_read = self.options.learn_min_read_bytes;
         let thread = std::thread::Builder::new()
             // The prefetcher's name from the start: a trace tells the
             // replay's reads from the program's by it, and the kernel gives
             // a new thread its creator's name.
             .name(coldstart_prefetch::replay::PREFETCHER_COMM.into())
             .spawn(move || {
-                let id = context.program.id.clone();
-                let exe = context.program.exe.clone();
+                let ids: Vec<String> = context
+                    .candidates
+                    .iter()
+                    .map(|c| c.program.id.clone())
+                    .collect();
                 if let Some(followed) = start::follow(context, &stopping) {
-                    let _guard = record_lock.lock();
-                    for line in record_start(&state, &id, &exe, followed.record) {
-                        thread_log(&line);
-                    }
-                    if let Some((attached, end)) = followed.trace {
-                        // Decoding and compiling yield to everything else.
-                        lower_priority();
-                        match learn::learn_from(&state, &id, attached, &end, max_plan_bytes) {
-                            Ok(line) => thread_log(&line),
-                            Err(why) => thread_log(&format!("{}: {why}", exe.display())),
+                    match followed.chosen {
+                        Some(index) => {
+                            let _guard = locks[index].1.lock();
+                            for line in record_start(&state, &ids[index], &exe, followed.record) {
+                                thread_log(&line);
+                            }
+                            if let Some((attached, end)) = followed.trace {
+                                // Decoding and compiling yield to everything else.
+                                lower_priority();
+                                match learn::learn_from(
+                                    &state,
+                                    &ids[index],
+                                    attached,
+                                    &end,
+                                    max_plan_bytes,
+                                ) {
+                                    Ok(line) => thread_log(&line),
+                                    Err(why) => thread_log(&format!("{}: {why}", exe.display())),
+                                }
+                            }
                         }
+                        None if learning => {
+                            consider_learning(
+                                &state,
+                                &exe,
+                                &followed.class,
+                                inode,
+                                followed.record.program_read_bytes,
+                                followed.record.ended_by,
+                                min_read,
+                                &thread_log,
+                            );
+                        }
+                        None => {}
                     }
                 }
                 if traced {
@@ -786,8 +843,10 @@ impl Service {
                     }
                 }
                 counter.fetch_sub(1, Ordering::AcqRel);
-                if let Ok(mut roots) = roots.lock() {
-                    roots.retain(|&r| r != pid);
+                for (roots, _) in &locks {
+                    if let Ok(mut roots) = roots.lock() {
+                        roots.retain(|&r| r != pid);
+                    }
                 }
             });
         match thread {
@@ -797,10 +856,12 @@ impl Service {
                 if traced {
                     self.tracing.fetch_sub(1, Ordering::AcqRel);
                 }
-                log(&format!(
-                    "cannot follow a start of {}: {e}",
-                    loaded.program.exe.display()
-                ));
+                for loaded in self.loaded.values().filter(|l| l.inode == inode) {
+                    if let Ok(mut roots) = loaded.roots.lock() {
+                        roots.retain(|&r| r != pid);
+                    }
+                }
+                log(&format!("cannot follow a start of {exe_name}: {e}"));
                 None
             }
         }
@@ -852,37 +913,38 @@ impl Service {
         *count += 1;
         watching.push(pid);
         drop(watching);
-        let program = learn::learning_program(&exe).ok()?;
         let state = self.state.clone();
         let stopping = Arc::clone(&self.stopping);
         let watching = Arc::clone(&self.watching);
         let thread_log = Arc::clone(log);
         let min_read = self.options.learn_min_read_bytes;
+        let before = start::Before::snapshot(pid);
+        let exe_name = exe.display().to_string();
         let thread = std::thread::Builder::new()
             .name("cs-watch".into())
             .spawn(move || {
-                let watched = crate::state::Program {
-                    cap_ms: learn::WATCH_CAP_MS,
-                    ..program.clone()
-                };
-                let end = start::watch_tree(pid, seen.seen_ns, &watched, &stopping);
-                if end.read_bytes >= min_read
-                    && end.by != crate::state::EndedBy::Stopped
-                    && state.program(&program.id).is_err()
-                    && Inode::of_path(&program.exe) == Some(inode)
+                // Its class once its exec completed (its arguments are the
+                // old program's until then).
+                let class = start::wait_for_exec(&before, inode, pid)
+                    .map(|_| learn::argument_class(&start::command_line(pid)));
+                if let Some(class) = class
+                    && let Ok(program) = learn::learning_program(&exe, &class)
                 {
-                    thread_log(&format!(
-                        "{}: its start read {:.1} MiB from storage: learning it",
-                        program.exe.display(),
-                        end.read_bytes as f64 / 1048576.0
-                    ));
-                    if let Err(e) = state
-                        .save_starts(&program.id, &[])
-                        .or_else(|_| state.save_program_dir(&program.id))
-                        .and_then(|()| state.save_program(&program))
-                    {
-                        thread_log(&format!("cannot record it: {e}"));
-                    }
+                    let watched = crate::state::Program {
+                        cap_ms: learn::WATCH_CAP_MS,
+                        ..program
+                    };
+                    let end = start::watch_tree(pid, seen.seen_ns, &watched, &stopping);
+                    consider_learning(
+                        &state,
+                        &exe,
+                        &class,
+                        inode,
+                        end.read_bytes,
+                        end.by,
+                        min_read,
+                        &thread_log,
+                    );
                 }
                 if let Ok(mut watching) = watching.lock() {
                     watching.retain(|&r| r != pid);
@@ -894,7 +956,7 @@ impl Service {
                 if let Ok(mut w) = self.watching.lock() {
                     w.retain(|&r| r != pid);
                 }
-                log(&format!("cannot watch a start of {}: {e}", exe.display()));
+                log(&format!("cannot watch a start of {exe_name}: {e}"));
                 None
             }
         }
@@ -927,6 +989,55 @@ impl Service {
                 }
             }
         }
+    }
+}
+
+/// After a watched start of `exe` (of argument class `class`, from the
+/// executable `inode`) that read `read_bytes` from storage and ended `by`:
+/// when that is at least `min_read`, and the class has no program yet, a
+/// program is made for it, learning.
+#[allow(clippy::too_many_arguments)]
+fn consider_learning(
+    state: &State,
+    exe: &Path,
+    class: &str,
+    inode: Inode,
+    read_bytes: u64,
+    by: crate::state::EndedBy,
+    min_read: u64,
+    log: &Log,
+) {
+    let Ok(program) = learn::learning_program(exe, class) else {
+        return;
+    };
+    if read_bytes < min_read
+        || by == crate::state::EndedBy::Stopped
+        || state.program(&program.id).is_ok()
+        || Inode::of_path(exe) != Some(inode)
+    {
+        return;
+    }
+    log(&format!(
+        "{}{}: its start read {:.1} MiB from storage: learning it",
+        exe.display(),
+        describe_class(class),
+        read_bytes as f64 / 1048576.0
+    ));
+    if let Err(e) = state
+        .save_starts(&program.id, &[])
+        .or_else(|_| state.save_program_dir(&program.id))
+        .and_then(|()| state.save_program(&program))
+    {
+        log(&format!("cannot record it: {e}"));
+    }
+}
+
+/// How a log line names a class: nothing for the class without options.
+fn describe_class(class: &str) -> String {
+    if class.is_empty() {
+        String::new()
+    } else {
+        format!(" [{class}]")
     }
 }
 

@@ -62,11 +62,27 @@ const KEEP_AVAILABLE: u64 = 256 << 20;
 /// Memory pressure (PSI some avg10, percent) above which nothing is served.
 const MAX_PRESSURE: f64 = 10.0;
 
-/// What a start needs from the service.
-pub struct StartContext {
+/// A program a start of the executable may be a start of: which one it is
+/// depends on its arguments' class, read once the exec completed.
+#[derive(Clone)]
+pub struct Candidate {
     pub program: Program,
     /// None while the program is learning.
     pub plan: Option<Arc<Plan>>,
+}
+
+impl Candidate {
+    /// Whether a start of argument class `class` is this program's: its
+    /// class is that one, or it has none (it is for every start).
+    fn takes(&self, class: &str) -> bool {
+        self.program.class.as_deref().is_none_or(|c| c == class)
+    }
+}
+
+/// What a start needs from the service.
+pub struct StartContext {
+    /// The programs of the executable, those with a class first.
+    pub candidates: Vec<Candidate>,
     /// The trace attached to the start at its exec, when it is traced.
     pub trace: Option<Attached>,
     /// The executable's inode, as the event handed it over.
@@ -83,6 +99,12 @@ pub struct StartContext {
 
 /// A start followed to its end.
 pub struct Followed {
+    /// Which of the candidates it was a start of; None when of none (its
+    /// arguments' class has no program yet): then `record` tells only what
+    /// it read, and nothing was served or traced.
+    pub chosen: Option<usize>,
+    /// Its arguments' class.
+    pub class: String,
     pub record: StartRecord,
     /// The start's trace, still to be written and learned from.
     pub trace: Option<(Attached, AttachedEnd)>,
@@ -92,11 +114,59 @@ pub struct Followed {
 /// never completed its exec) before the start could be judged.
 pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Followed> {
     let at_unix_ms = unix_ms();
-    let resident_share = context.plan.as_deref().map_or(0.0, resident_share);
-    // While the exec completes: what memory allows does not depend on it.
-    let short = memory_short(context.plan.as_ref().map_or(0, |p| p.bytes()));
-    let opted_out = wait_for_exec(&context)?;
-    let outcome = decide(&context, opted_out, short);
+    // At the event, before the program runs: for each plan that may be the
+    // start's, how much of it is cached.
+    let shares: Vec<f64> = context
+        .candidates
+        .iter()
+        .map(|c| c.plan.as_deref().map_or(0.0, resident_share))
+        .collect();
+    let opted_out = wait_for_exec(&context.before, context.planned, context.pid)?;
+    let argv = command_line(context.pid);
+    let class = crate::learn::argument_class(&argv);
+    let chosen = context
+        .candidates
+        .iter()
+        .position(|c| c.program.class.as_deref() == Some(class.as_str()))
+        .or_else(|| context.candidates.iter().position(|c| c.takes(&class)));
+    let Some(index) = chosen else {
+        // Not this executable's start of a class it knows: watched for what
+        // it reads, as an unknown executable's start is.
+        drop(context.trace.take());
+        let first = context.candidates.first()?;
+        let watched = Program {
+            cap_ms: crate::learn::WATCH_CAP_MS,
+            ..first.program.clone()
+        };
+        let end = watch_tree(context.pid, context.seen_ns, &watched, stopping);
+        let record = StartRecord {
+            at_unix_ms,
+            pid: context.pid,
+            uid: None,
+            outcome: Outcome::Learning,
+            ended_by: end.by,
+            end_ms: (end.at_ns - context.seen_ns) as f64 / 1e6,
+            resident_share: 0.0,
+            program_read_bytes: end.read_bytes,
+            prefetch_bytes: 0,
+            first_request_us: None,
+            skipped_files: Vec::new(),
+            traced: false,
+        };
+        return Some(Followed {
+            chosen: None,
+            class,
+            record,
+            trace: None,
+        });
+    };
+    let Candidate { program, plan } = context.candidates.swap_remove(index);
+    let resident_share = shares[index];
+    if !crate::learn::wants_trace(&program) {
+        drop(context.trace.take());
+    }
+    let short = memory_short(plan.as_ref().map_or(0, |p| p.bytes()));
+    let outcome = decide(&context, plan.is_some(), opted_out, short);
     let credentials = Credentials::of_process(context.pid).ok();
     let uid = credentials.as_ref().map(|c| c.uid);
     let gid = credentials.as_ref().map(|c| c.gid);
@@ -110,13 +180,12 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             None
         }
     };
-    let argv = command_line(context.pid);
     let exe = std::fs::read_link(exe_link(context.pid))
         .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| context.program.exe.display().to_string());
+        .unwrap_or_else(|_| program.exe.display().to_string());
     let replay_stop = Arc::new(AtomicBool::new(false));
     let first_request_ns = Arc::new(AtomicI64::new(0));
-    let replay = match (&context.plan, outcome) {
+    let replay = match (&plan, outcome) {
         (Some(plan), Outcome::Served) => spawn_replay(
             Arc::clone(plan),
             credentials,
@@ -125,7 +194,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
         ),
         _ => None,
     };
-    let end = watch_tree(context.pid, context.seen_ns, &context.program, stopping);
+    let end = watch_tree(context.pid, context.seen_ns, &program, stopping);
     replay_stop.store(true, Ordering::Release);
     let report: Option<ReplayReport> = replay.and_then(|thread| thread.join().ok());
     let first = first_request_ns.load(Ordering::Acquire);
@@ -168,11 +237,16 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             .unwrap_or_default(),
         traced,
     };
-    Some(Followed { record, trace })
+    Some(Followed {
+        chosen: Some(index),
+        class,
+        record,
+        trace,
+    })
 }
 
 /// The command line of `pid`, its arguments split at NULs.
-fn command_line(pid: i32) -> Vec<String> {
+pub fn command_line(pid: i32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|bytes| {
             bytes
@@ -263,22 +337,22 @@ fn exe_link(pid: i32) -> std::path::PathBuf {
 /// interpreter). A script whose exec completed before the snapshot was
 /// taken moves nothing: after [`EXEC_SETTLE`] it is taken as completed.
 /// `None` when the process is gone or the exec never completes (it failed).
-fn wait_for_exec(context: &StartContext) -> Option<bool> {
+pub fn wait_for_exec(before: &Before, planned: Inode, pid: i32) -> Option<bool> {
     let started = monotonic_ns();
     let deadline = started + EXEC_DEADLINE.as_nanos() as i64;
     let settle = started + EXEC_SETTLE.as_nanos() as i64;
-    let before = context.before;
+    let before = *before;
     loop {
-        let now = Before::snapshot(context.pid);
-        if now.exe.is_none() && !proc::process_exists(context.pid) {
+        let now = Before::snapshot(pid);
+        if now.exe.is_none() && !proc::process_exists(pid) {
             return None;
         }
         let set_up = now.environment_start.is_some_and(|start| start != 0);
-        let planned = now.exe == Some(context.planned);
+        let planned = now.exe == Some(planned);
         let moved = now.environment_start != before.environment_start || now.exe != before.exe;
         let settled = monotonic_ns() > settle && now == before;
         if set_up && (planned || moved || settled) {
-            match proc::environment_variable(context.pid, OPT_OUT_VARIABLE) {
+            match proc::environment_variable(pid, OPT_OUT_VARIABLE) {
                 Ok(value) => return Some(value.as_deref() == Some("0")),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(_) => return None,
@@ -293,11 +367,11 @@ fn wait_for_exec(context: &StartContext) -> Option<bool> {
 
 /// Whether to serve the start, in this order: opted out, held out,
 /// memory short, busy, served.
-fn decide(context: &StartContext, opted_out: bool, memory_short: bool) -> Outcome {
+fn decide(context: &StartContext, planned: bool, opted_out: bool, memory_short: bool) -> Outcome {
     if opted_out {
         return Outcome::OptedOut;
     }
-    if context.plan.is_none() {
+    if !planned {
         return Outcome::Learning;
     }
     if held_out(context.hold_out_percent, context.pid) {

@@ -140,6 +140,11 @@ pub struct Program {
     /// compiled from the newest of them.
     #[serde(default)]
     pub traced_starts: u32,
+    /// The starts it is for: those whose arguments have this class
+    /// ([`crate::learn::argument_class`]); None for every start of the
+    /// executable (a plan installed by hand).
+    #[serde(default)]
+    pub class: Option<String>,
 }
 
 /// What the service did with one start.
@@ -467,6 +472,16 @@ pub fn program_id(exe: &Path) -> String {
         if name.is_empty() { "program" } else { name },
         fnv1a(exe.as_os_str().as_encoded_bytes()) as u32
     )
+}
+
+/// The id of the program of `exe`'s starts of argument class `class`: the
+/// executable's own id for the class without options (or none), else with
+/// a hash of the class after it.
+pub fn program_id_for(exe: &Path, class: Option<&str>) -> String {
+    match class {
+        None | Some("") => program_id(exe),
+        Some(class) => format!("{}-{:08x}", program_id(exe), fnv1a(class.as_bytes()) as u32),
+    }
 }
 
 /// Whether `name` can be a program's id: what [`program_id`] makes.

@@ -24,6 +24,10 @@ pub struct Status {
 pub struct ProgramStatus {
     pub id: String,
     pub exe: String,
+    /// The argument class of the starts it is for (the option names their
+    /// arguments give, sorted; "" for starts without options); None for
+    /// every start of the executable.
+    pub class: Option<String>,
     /// "serving", "learning", "off", "stale" or "refused".
     pub state: String,
     /// Why it is off, stale or refused.
@@ -103,6 +107,7 @@ pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
         programs.push(ProgramStatus {
             id,
             exe: program.exe.display().to_string(),
+            class: program.class.clone(),
             state: state_name,
             why,
             plan_bytes: plan.as_ref().ok().map(|p| p.bytes()),

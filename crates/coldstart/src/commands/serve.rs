@@ -129,7 +129,12 @@ fn render(status: &Status) -> String {
 }
 
 fn render_program(p: &ProgramStatus) -> String {
-    let mut out = format!("{}  ({})\n  state: {}", p.exe, p.id, p.state);
+    let class = match p.class.as_deref() {
+        None => String::new(),
+        Some("") => " [started without options]".to_string(),
+        Some(class) => format!(" [started with {class}]"),
+    };
+    let mut out = format!("{}{class}  ({})\n  state: {}", p.exe, p.id, p.state);
     if let Some(why) = &p.why {
         out.push_str(&format!(": {why}"));
     }
