@@ -271,8 +271,8 @@ struct Service {
     watch: OwnedFd,
     /// Programs refused at the last load, with why: said once.
     refused: HashMap<String, String>,
-    /// A trace set up for the next start to trace, while one is wanted (one
-    /// at most).
+    /// Traces set up for the next starts to trace, while some are wanted
+    /// (one per program that wants one, [`MAX_TRACES`] at most).
     ready: Vec<Ready>,
     /// Traces set up so far: each instance gets a name of its own.
     traces_made: u32,
@@ -965,18 +965,26 @@ impl Service {
     /// Sets a trace up while a program's next start is to be traced and
     /// none is (or drops it when none is wanted, freeing its buffers).
     fn keep_ready(&mut self, log: &Log) {
-        let wanted =
-            self.options.learn && self.loaded.values().any(|l| learn::wants_trace(&l.program));
-        if !wanted {
+        let wanting = if self.options.learn {
+            self.loaded
+                .values()
+                .filter(|l| learn::wants_trace(&l.program))
+                .count()
+        } else {
+            0
+        };
+        if wanting == 0 {
             self.ready.clear();
             return;
         }
-        // One at a time: each costs every process on the machine a little
-        // at each page event while it waits (see `coldstart_record::attach`);
-        // the next is set up as soon as this one is attached.
-        if self.no_trace.is_none()
-            && self.ready.is_empty()
-            && self.tracing.load(Ordering::Acquire) < MAX_TRACES
+        // One per program that wants a trace, at most MAX_TRACES: each
+        // costs every process on the machine a little at each page event
+        // while it waits (see `coldstart_record::attach`), and one program's
+        // start does not take another's; the next is set up as soon as one
+        // is attached.
+        while self.no_trace.is_none()
+            && self.ready.len() < wanting.min(MAX_TRACES)
+            && self.ready.len() + self.tracing.load(Ordering::Acquire) < MAX_TRACES
         {
             self.traces_made += 1;
             let tag = format!("learn{}", self.traces_made);
