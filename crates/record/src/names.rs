@@ -725,23 +725,10 @@ fn layout(
     })
 }
 
-/// A tracefs text file, read in 64 KiB at a time: std's read_to_string
-/// starts with a 32-byte probe, and the kernel makes the text again for
-/// each read (a trace reads about a hundred of these).
+/// A tracefs text file, whole (see `read_control`): the kernel makes the
+/// text again for each read, and a trace reads about a hundred of these.
 fn read_tracefs(path: &Path) -> Option<String> {
-    use std::io::Read as _;
-    let mut file = fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        match file.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-    String::from_utf8(bytes).ok()
+    crate::tracefs::instance::read_control(path).ok()
 }
 
 /// An exit tracepoint's id and the offset of its 8-byte `ret`.

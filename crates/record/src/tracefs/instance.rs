@@ -244,8 +244,9 @@ impl Drop for Instance {
 
 /// Some tracefs files answer only the first read and then report end of
 /// file (std's read_to_string probes with a small first read and would get
-/// a truncated text), so read with a buffer big enough for the whole file.
-fn read_control(path: &Path) -> io::Result<String> {
+/// a truncated text), so read with a buffer big enough for the whole file
+/// (which also spares the kernel making the text again for each small read).
+pub(crate) fn read_control(path: &Path) -> io::Result<String> {
     let mut file = File::open(path)?;
     let mut bytes = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
