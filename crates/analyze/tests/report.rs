@@ -5,8 +5,8 @@
 use coldstart_analyze::{Options, analyze};
 use coldstart_profile::handmade;
 use coldstart_profile::{
-    Batch, CacheMode, EndReason, Mark, NewFile, PageEvent, PageEventKind, Process, Profile,
-    Readahead, ReadaheadKind, RunEnd, RunStart,
+    Batch, EndReason, Mark, NewFile, PageEvent, PageEventKind, Process, Profile, Readahead,
+    ReadaheadKind, RunEnd,
 };
 
 const MS: i64 = 1_000_000;
@@ -55,29 +55,14 @@ fn process(pid: i32, comm: &str, in_tree: bool) -> Process {
     handmade::process(pid, Some(pid), comm, in_tree)
 }
 
-/// A cold run of /bin/app, traced at `read_ahead_kb`.
-fn run_start(read_ahead_kb: u64) -> RunStart {
-    RunStart {
-        argv: vec!["/bin/app".into()],
-        cwd: "/".into(),
-        cache_mode: CacheMode::Cold,
-        started_at_unix_ns: 1_700_000_000_000_000_000,
-        kernel: "6.18.0".into(),
-        page_size: PAGE,
-        read_ahead_kb: Some(read_ahead_kb),
-        fault_around_bytes: Some(65536),
-        uid: 1000,
-        gid: 1000,
-        tool_version: "test".into(),
-    }
-}
-
 /// /bin/app (10 pages), /lib/libz.so (6000 bytes: one full page and 1904
 /// bytes of a second) and /usr/share/other.dat, which only another process
 /// reads. Ready at 9 ms.
 fn write_run(profile: &mut Profile, read_ahead_kb: u64) -> i64 {
     use PageEventKind::*;
-    let run = profile.begin_run(&run_start(read_ahead_kb)).unwrap();
+    let run = profile
+        .begin_run(&handmade::run_start(PAGE, read_ahead_kb))
+        .unwrap();
     let page_events = vec![
         // /bin/app: reads 0-3 then 4-5 (one request, contiguous, same
         // task), 8 (a second), 2 again (a third, backwards).
@@ -156,7 +141,7 @@ fn metadata_rows_have_no_file_size_and_no_seek() {
     use PageEventKind::*;
     let dir = tempfile::tempdir().unwrap();
     let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
-    let run = profile.begin_run(&run_start(128)).unwrap();
+    let run = profile.begin_run(&handmade::run_start(PAGE, 128)).unwrap();
     let metadata = NewFile {
         dev: 3,
         ino: (8 << 20) | 1,
