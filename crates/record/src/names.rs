@@ -546,9 +546,9 @@ fn dispatch(p: &mut Vec<Insn>, numbers: &[i64]) -> (Vec<(usize, i64)>, usize) {
 }
 
 /// Appends: reserve `bytes` of the ring buffer into r8 (or jump to the drop
-/// count: the index returned), and fill in the time, pid_tgid (r7) and
-/// `call_index`.
-fn raw_reserve(p: &mut Vec<Insn>, bytes: i32, call_index: i32, ring: &bpf::Map) -> usize {
+/// count: the index returned, to patch), and fill in the time, pid_tgid
+/// (r7) and `call_index`. Both kinds of program make their records so.
+fn reserve_record(p: &mut Vec<Insn>, bytes: i32, call_index: i32, ring: &bpf::Map) -> usize {
     p.extend(load_map(1, ring));
     p.extend([
         mov_imm(2, bytes),
@@ -565,6 +565,30 @@ fn raw_reserve(p: &mut Vec<Insn>, bytes: i32, call_index: i32, ring: &bpf::Map) 
         store_u32_imm(8, 16, call_index),
     ]);
     full
+}
+
+/// Appends: copy the name r3 points to into the record (r8) after its
+/// header, store the copy's result, and submit the record.
+fn copy_name_and_submit(p: &mut Vec<Insn>) {
+    p.extend([
+        mov_reg(1, 8),
+        add_imm(1, 32),
+        mov_imm(2, NAME_BYTES as i32),
+        call(HELPER_PROBE_READ_USER_STR),
+        store_u32(8, 24, 0),
+    ]);
+    submit(p);
+}
+
+/// Appends: store r1 as the record's (r8) result, and submit it.
+fn store_result_and_submit(p: &mut Vec<Insn>) {
+    p.push(store_u32(8, 24, 1));
+    submit(p);
+}
+
+/// Appends: submit the record r8 points to.
+fn submit(p: &mut Vec<Insn>) {
+    p.extend([mov_reg(1, 8), mov_imm(2, 0), call(HELPER_RINGBUF_SUBMIT)]);
 }
 
 /// Ends a raw program: the end (return 0) and the drop count; patches
@@ -607,7 +631,7 @@ fn raw_enter_program(
         let block = p.len();
         patch_jump(&mut p, jump_at, block);
         for c in calls.iter().filter(|c| c.nr == nr) {
-            full.push(raw_reserve(&mut p, RECORD_BYTES as i32, c.index, ring));
+            full.push(reserve_record(&mut p, RECORD_BYTES as i32, c.index, ring));
             match c.dfd_arg {
                 Some(arg) => {
                     read_register(&mut p, PT_REGS_ARGS[arg]);
@@ -623,17 +647,8 @@ fn raw_enter_program(
                 None => p.push(store_u32_imm(8, 28, 0)),
             }
             read_register(&mut p, PT_REGS_ARGS[c.name_arg]);
-            p.extend([
-                mov_reg(3, 1),
-                mov_reg(1, 8),
-                add_imm(1, 32),
-                mov_imm(2, NAME_BYTES as i32),
-                call(HELPER_PROBE_READ_USER_STR),
-                store_u32(8, 24, 0),
-                mov_reg(1, 8),
-                mov_imm(2, 0),
-                call(HELPER_RINGBUF_SUBMIT),
-            ]);
+            p.push(mov_reg(3, 1));
+            copy_name_and_submit(&mut p);
         }
         to_end.push(p.len());
         p.push(jump(0));
@@ -659,14 +674,9 @@ fn raw_exit_program(
     for ((jump_at, _), &(_, call_index)) in jumps.into_iter().zip(exits) {
         let block = p.len();
         patch_jump(&mut p, jump_at, block);
-        full.push(raw_reserve(&mut p, EXIT_RECORD_BYTES, call_index, ring));
-        p.extend([
-            load_u64(1, 10, -8),
-            store_u32(8, 24, 1),
-            mov_reg(1, 8),
-            mov_imm(2, 0),
-            call(HELPER_RINGBUF_SUBMIT),
-        ]);
+        full.push(reserve_record(&mut p, EXIT_RECORD_BYTES, call_index, ring));
+        p.push(load_u64(1, 10, -8));
+        store_result_and_submit(&mut p);
         to_end.push(p.len());
         p.push(jump(0));
     }
@@ -765,19 +775,9 @@ fn program(
         Some(offset) => p.extend([load_u64(1, 6, offset), store_u32(8, 28, 1)]),
         None => p.push(store_u32_imm(8, 28, 0)),
     }
-    p.extend([
-        load_u64(3, 6, layout.name_offset),
-        mov_reg(1, 8),
-        add_imm(1, 32),
-        mov_imm(2, NAME_BYTES as i32),
-        call(HELPER_PROBE_READ_USER_STR),
-        store_u32(8, 24, 0),
-        mov_reg(1, 8),
-        mov_imm(2, 0),
-        call(HELPER_RINGBUF_SUBMIT),
-        mov_imm(0, 0),
-        exit(),
-    ]);
+    p.push(load_u64(3, 6, layout.name_offset));
+    copy_name_and_submit(&mut p);
+    p.extend([mov_imm(0, 0), exit()]);
     count_drop(p, jumps, drops)
 }
 
@@ -791,15 +791,9 @@ fn exit_program(
 ) -> Vec<Insn> {
     let mut p = Vec::new();
     let jumps = reserve(&mut p, EXIT_RECORD_BYTES, call_index, own_tgid, ring);
-    p.extend([
-        load_u64(1, 6, ret_offset),
-        store_u32(8, 24, 1),
-        mov_reg(1, 8),
-        mov_imm(2, 0),
-        call(HELPER_RINGBUF_SUBMIT),
-        mov_imm(0, 0),
-        exit(),
-    ]);
+    p.push(load_u64(1, 6, ret_offset));
+    store_result_and_submit(&mut p);
+    p.extend([mov_imm(0, 0), exit()]);
     count_drop(p, jumps, drops)
 }
 
@@ -829,21 +823,7 @@ fn reserve(
     ]);
     let skip_own = p.len();
     p.push(jump_if_eq(1, own_tgid as i32, 0)); // to the end, patched below
-    p.extend(load_map(1, ring));
-    p.extend([
-        mov_imm(2, bytes),
-        mov_imm(3, 0),
-        call(HELPER_RINGBUF_RESERVE),
-    ]);
-    let full = p.len();
-    p.push(jump_if_eq(0, 0, 0)); // to the drop count, patched below
-    p.extend([
-        mov_reg(8, 0),
-        store_u64(8, 8, 7),
-        call(HELPER_KTIME_GET_NS),
-        store_u64(8, 0, 0),
-        store_u32_imm(8, 16, call_index),
-    ]);
+    let full = reserve_record(p, bytes, call_index, ring);
     Jumps { skip_own, full }
 }
 
