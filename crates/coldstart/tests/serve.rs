@@ -138,6 +138,16 @@ struct Service {
 
 impl Service {
     /// A service that serves the plans installed and learns none.
+    /// A learning service from an empty state, holding nothing out, for
+    /// which a start that reads 10 KiB from storage waits on the disk.
+    fn learning(state: &Path) -> Service {
+        Service::start_with(
+            state,
+            &["--hold-out", "0", "--learn-min-read-mb", "0.01"],
+            "serving 0 program",
+        )
+    }
+
     fn start(state: &Path, hold_out: &str) -> Service {
         Service::start_with(
             state,
@@ -546,13 +556,8 @@ fn planned_pages_of(plan: &Path, file: &Path) -> Vec<u64> {
 fn a_program_started_plainly_is_learned_then_served_and_relearned_when_it_changes() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(s) = setup() else { return };
-    // A start that reads 10 KiB from storage waits on the disk here; the
-    // program lingers so that the service's samples of its tree see it.
-    let service = Service::start_with(
-        &s.state,
-        &["--hold-out", "0", "--learn-min-read-mb", "0.01"],
-        "serving 0 program",
-    );
+    // The program lingers so that the service's samples of its tree see it.
+    let service = Service::learning(&s.state);
     let linger = [("SERVED_START_LINGER_MS", "400")];
     let pages = [1, 5, 9, 40];
     let cold = pages.map(|p| (p, false)).to_vec();
@@ -657,11 +662,7 @@ fn status_of(state: &Path, exe: &str) -> Value {
 fn starts_with_other_options_are_learned_apart_and_not_served_the_plain_plan() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(s) = setup() else { return };
-    let service = Service::start_with(
-        &s.state,
-        &["--hold-out", "0", "--learn-min-read-mb", "0.01"],
-        "serving 0 program",
-    );
+    let service = Service::learning(&s.state);
     let linger = [("SERVED_START_LINGER_MS", "400")];
     let (plain, other) = ([1u64, 5, 9], [20u64, 30, 40]);
     let program = s.program.display().to_string();
