@@ -798,42 +798,36 @@ impl Service {
                     .iter()
                     .map(|c| c.program.id.clone())
                     .collect();
-                if let Some(followed) = start::follow(context, &stopping) {
-                    match followed.chosen {
-                        Some(index) => {
-                            let _guard = locks[index].1.lock();
-                            for line in record_start(&state, &ids[index], &exe, followed.record) {
-                                thread_log(&line);
-                            }
-                            if let Some((attached, end)) = followed.trace {
-                                // Decoding and compiling yield to everything else.
-                                lower_priority();
-                                match learn::learn_from(
-                                    &state,
-                                    &ids[index],
-                                    attached,
-                                    &end,
-                                    max_plan_bytes,
-                                ) {
-                                    Ok(line) => thread_log(&line),
-                                    Err(why) => thread_log(&format!("{}: {why}", exe.display())),
-                                }
-                            }
+                match start::follow(context, &stopping) {
+                    Some(start::Followed::Start {
+                        index,
+                        record,
+                        trace,
+                    }) => {
+                        let _guard = locks[index].1.lock();
+                        for line in record_start(&state, &ids[index], &exe, record) {
+                            thread_log(&line);
                         }
-                        None if learning => {
-                            consider_learning(
+                        if let Some(traced) = trace {
+                            let (attached, end) = *traced;
+                            // Decoding and compiling yield to everything else.
+                            lower_priority();
+                            match learn::learn_from(
                                 &state,
-                                &exe,
-                                &followed.class,
-                                inode,
-                                followed.record.program_read_bytes,
-                                followed.record.ended_by,
-                                min_read,
-                                &thread_log,
-                            );
+                                &ids[index],
+                                attached,
+                                &end,
+                                max_plan_bytes,
+                            ) {
+                                Ok(line) => thread_log(&line),
+                                Err(why) => thread_log(&format!("{}: {why}", exe.display())),
+                            }
                         }
-                        None => {}
                     }
+                    Some(start::Followed::Unclaimed { class, end }) if learning => {
+                        consider_learning(&state, &exe, &class, inode, &end, min_read, &thread_log);
+                    }
+                    _ => {}
                 }
                 if traced {
                     tracing.fetch_sub(1, Ordering::AcqRel);
@@ -935,16 +929,7 @@ impl Service {
                         ..program
                     };
                     let end = start::watch_tree(pid, seen.seen_ns, &watched, &stopping);
-                    consider_learning(
-                        &state,
-                        &exe,
-                        &class,
-                        inode,
-                        end.read_bytes,
-                        end.by,
-                        min_read,
-                        &thread_log,
-                    );
+                    consider_learning(&state, &exe, &class, inode, &end, min_read, &thread_log);
                 }
                 if let Ok(mut watching) = watching.lock() {
                     watching.retain(|&r| r != pid);
@@ -1001,25 +986,24 @@ impl Service {
 }
 
 /// After a watched start of `exe` (of argument class `class`, from the
-/// executable `inode`) that read `read_bytes` from storage and ended `by`:
-/// when that is at least `min_read`, and the class has no program yet, a
-/// program is made for it, learning.
-#[allow(clippy::too_many_arguments)]
+/// executable `inode`) that ended as `end` says: when it read at least
+/// `min_read` from storage, and the class has no program yet, a program is
+/// made for it, learning.
 fn consider_learning(
     state: &State,
     exe: &Path,
     class: &str,
     inode: Inode,
-    read_bytes: u64,
-    by: crate::state::EndedBy,
+    end: &start::End,
     min_read: u64,
     log: &Log,
 ) {
+    let read_bytes = end.read_bytes;
     let Ok(program) = learn::learning_program(exe, class) else {
         return;
     };
     if read_bytes < min_read
-        || by == crate::state::EndedBy::Stopped
+        || end.by == crate::state::EndedBy::Stopped
         || state.program(&program.id).is_ok()
         || Inode::of_path(exe) != Some(inode)
     {

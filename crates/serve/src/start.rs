@@ -98,16 +98,17 @@ pub struct StartContext {
 }
 
 /// A start followed to its end.
-pub struct Followed {
-    /// Which of the candidates it was a start of; None when of none (its
-    /// arguments' class has no program yet): then `record` tells only what
-    /// it read, and nothing was served or traced.
-    pub chosen: Option<usize>,
-    /// Its arguments' class.
-    pub class: String,
-    pub record: StartRecord,
-    /// The start's trace, still to be written and learned from.
-    pub trace: Option<(Attached, AttachedEnd)>,
+pub enum Followed {
+    /// A start of the candidate at `index`.
+    Start {
+        index: usize,
+        record: StartRecord,
+        /// The start's trace, still to be written and learned from.
+        trace: Option<Box<(Attached, AttachedEnd)>>,
+    },
+    /// A start whose arguments' class no candidate takes: nothing was
+    /// served or traced; watched, as an unknown executable's start is.
+    Unclaimed { class: String, end: End },
 }
 
 /// Follows one start to its end; `None` when the process was gone (or
@@ -139,26 +140,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             ..first.program.clone()
         };
         let end = watch_tree(context.pid, context.seen_ns, &watched, stopping);
-        let record = StartRecord {
-            at_unix_ms,
-            pid: context.pid,
-            uid: None,
-            outcome: Outcome::Learning,
-            ended_by: end.by,
-            end_ms: (end.at_ns - context.seen_ns) as f64 / 1e6,
-            resident_share: 0.0,
-            program_read_bytes: end.read_bytes,
-            prefetch_bytes: 0,
-            first_request_us: None,
-            skipped_files: Vec::new(),
-            traced: false,
-        };
-        return Some(Followed {
-            chosen: None,
-            class,
-            record,
-            trace: None,
-        });
+        return Some(Followed::Unclaimed { class, end });
     };
     let Candidate { program, plan } = context.candidates.swap_remove(index);
     let resident_share = shares[index];
@@ -200,7 +182,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
     let first = first_request_ns.load(Ordering::Acquire);
     let traced = trace.is_some();
     let trace = trace.map(|attached| {
-        (
+        Box::new((
             attached,
             AttachedEnd {
                 argv,
@@ -210,7 +192,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
                 ended_ns: end.at_ns,
                 exited: end.by == EndedBy::Exited,
             },
-        )
+        ))
     });
     let record = StartRecord {
         at_unix_ms,
@@ -237,9 +219,8 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             .unwrap_or_default(),
         traced,
     };
-    Some(Followed {
-        chosen: Some(index),
-        class,
+    Some(Followed::Start {
+        index,
         record,
         trace,
     })
