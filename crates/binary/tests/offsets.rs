@@ -359,7 +359,7 @@ fn sample() -> &'static (tempfile::TempDir, BuiltApp) {
         let spec = SampleSpec {
             translation_units: 16,
             functions: 400,
-            ..SampleSpec::default_size()
+            ..SampleSpec::tiny()
         };
         let src = dir.path().join("src");
         generate(&spec, &src).expect("generate");

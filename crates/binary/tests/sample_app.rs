@@ -25,7 +25,7 @@ fn builds() -> &'static Builds {
         let spec = SampleSpec {
             translation_units: 16,
             functions: 400,
-            ..SampleSpec::default_size()
+            ..SampleSpec::tiny()
         };
         let src = dir.path().join("src");
         generate(&spec, &src).expect("generate");

@@ -47,6 +47,7 @@ fn sample() -> Option<&'static Sample> {
                 functions: 320,
                 startup_share: 0.3,
                 library_share: 0.5,
+                ..SampleSpec::tiny()
             };
             let src = dir.join("src");
             generate(&spec, &src).expect("generate");

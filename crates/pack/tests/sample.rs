@@ -181,7 +181,7 @@ fn build_app(compiler: Compiler, ldflags: &[&str]) -> Built {
     let spec = SampleSpec {
         translation_units: 8,
         functions: 160,
-        ..SampleSpec::default_size()
+        ..SampleSpec::tiny()
     };
     let src = dir.path().join("src");
     generate(&spec, &src).expect("generate");

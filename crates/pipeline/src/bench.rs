@@ -11,7 +11,7 @@ use coldstart_sample::BuiltApp;
 use coldstart_system::launch::LaunchSpec;
 use coldstart_system::launch::is_root;
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 /// Timed runs of each variant.
@@ -55,8 +55,8 @@ impl StartBench {
 }
 
 /// Times `plain` warm against cold, interleaved: cold drops the whole page
-/// cache (root); without root, selective-cold evicts the app's own two
-/// files, which any user may do. With a plan, also cold through `wrapper`;
+/// cache (root); without root, selective-cold evicts the app's own files
+/// (its executable, library and parts), which any user may do. With a plan, also cold through `wrapper`;
 /// with a relinked build, that cold too. `progress` is told the timed
 /// runs done and their total after each one.
 pub fn bench_starts(
@@ -64,7 +64,7 @@ pub fn bench_starts(
     plan: Option<&Path>,
     wrapper: &Wrapper,
     relinked: Option<&BuiltApp>,
-    packed: Option<(&Path, &Path)>,
+    packed: Option<&[PathBuf]>,
     step: Step<'_>,
     mut progress: impl FnMut(usize, usize),
 ) -> anyhow::Result<StartBench> {
@@ -120,7 +120,7 @@ pub fn bench_starts(
             );
         }
     }
-    let mut evict = vec![executable.clone(), plain.library.clone()];
+    let mut evict = plain.binaries();
     if let Some(app) = relinked {
         commands.push(sample_launch(&app.executable)?);
         add(
@@ -129,9 +129,10 @@ pub fn bench_starts(
             commands.len() - 1,
             cold,
         );
-        evict.extend([app.executable.clone(), app.library.clone()]);
+        evict.extend(app.binaries());
     }
-    if let Some((packed_executable, packed_library)) = packed {
+    if let Some(packed) = packed {
+        let packed_executable = packed.first().context("no packed executable")?;
         commands.push(sample_launch(packed_executable)?);
         let command = commands.len() - 1;
         add(
@@ -146,10 +147,7 @@ pub fn bench_starts(
             command,
             cold,
         );
-        evict.extend([
-            packed_executable.to_path_buf(),
-            packed_library.to_path_buf(),
-        ]);
+        evict.extend(packed.iter().cloned());
     }
     step(&format!(
         "timing its start warm against {}{} ({RUNS} interleaved runs each)",

@@ -7,23 +7,33 @@ use coldstart_sample::SampleSpec;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// The sample app's executable and library packed side by side (the
-/// executable finds the library through RUNPATH $ORIGIN).
+/// The sample app's executable, library and parts packed side by side (the
+/// executable finds the libraries through RUNPATH $ORIGIN).
 #[derive(Debug, Serialize)]
 pub struct PackedApp {
     pub executable: PathBuf,
     pub library: PathBuf,
+    pub parts: Vec<PathBuf>,
+    /// One per binary, in the order of [`PackedApp::binaries`].
     pub reports: Vec<coldstart_pack::Report>,
     /// What the packed executable printed: the same as the original.
     pub output_matches: bool,
 }
 
-/// Packs `executable` and `library` into `dir`, runs the packed program and
+impl PackedApp {
+    /// The executable first, then the library and the parts.
+    pub fn binaries(&self) -> Vec<PathBuf> {
+        let mut binaries = vec![self.executable.clone(), self.library.clone()];
+        binaries.extend(self.parts.iter().cloned());
+        binaries
+    }
+}
+
+/// Packs every binary of `app` into `dir`, runs the packed program and
 /// compares its output with `expected`. A file pack refuses (say, a build
 /// already linked with -z pack-relative-relocs) is the Err.
 pub fn pack_app(
-    executable: &Path,
-    library: &Path,
+    app: &coldstart_sample::BuiltApp,
     dir: &Path,
     expected: &str,
 ) -> anyhow::Result<PackedApp> {
@@ -31,7 +41,8 @@ pub fn pack_app(
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut reports = Vec::new();
     let mut outputs = Vec::new();
-    for input in [executable, library] {
+    for input in app.binaries() {
+        let input = input.as_path();
         let output = dir.join(input.file_name().unwrap_or_default());
         reports.push(coldstart_pack::pack_file(input, Some(&output))?);
         outputs.push(output);
@@ -49,6 +60,7 @@ pub fn pack_app(
     Ok(PackedApp {
         executable: outputs[0].clone(),
         library: outputs[1].clone(),
+        parts: outputs[2..].to_vec(),
         reports,
         output_matches: ran.status.success() && printed == expected,
     })

@@ -144,6 +144,8 @@ pub enum BuildEvent {
 pub struct BuiltApp {
     pub executable: PathBuf,
     pub library: PathBuf,
+    /// The part libraries, in index order; the executable needs each.
+    pub parts: Vec<PathBuf>,
     pub build_dir: PathBuf,
     /// The manifest, with [`GroundTruth::build`] filled in; also written to
     /// `manifest.json` in the build directory.
@@ -151,6 +153,13 @@ pub struct BuiltApp {
 }
 
 impl BuiltApp {
+    /// Every binary of the app: the executable, the library and the parts.
+    pub fn binaries(&self) -> Vec<PathBuf> {
+        let mut binaries = vec![self.executable.clone(), self.library.clone()];
+        binaries.extend(self.parts.iter().cloned());
+        binaries
+    }
+
     /// A command that runs the executable from the build directory; add
     /// environment variables (say `LD_PRELOAD`) before running it.
     pub fn command(&self) -> Command {
@@ -195,6 +204,14 @@ pub fn build(
         );
     }
     let mut truth = GroundTruth::read(&source_dir.join(MANIFEST_FILE))?;
+    let generated_assembly = !truth.parts.is_empty() || truth.spec.cold_code_kib > 0;
+    if generated_assembly && !cfg!(target_arch = "x86_64") {
+        bail!(
+            "the sample app's part libraries and cold code are x86-64 assembly, and this is {}: \
+             generate it with no parts and no cold code",
+            std::env::consts::ARCH
+        );
+    }
     let toolchain = Toolchain::find(options.compiler)?;
     let (source_dir, build_dir) = directories(source_dir, build_dir)?;
 
@@ -208,11 +225,17 @@ pub fn build(
         object_dir: build_dir.join(OBJECT_DIR),
     };
     let mut objects = vec![
-        planner.plan(&truth.library.support_source, Module::Library)?,
-        planner.plan(&truth.executable.support_source, Module::Executable)?,
+        planner.plan(&truth.library.support_source, Some(Module::Library))?,
+        planner.plan(&truth.executable.support_source, Some(Module::Executable))?,
     ];
     for unit in &truth.translation_units {
-        objects.push(planner.plan(&unit.source, unit.module)?);
+        objects.push(planner.plan(&unit.source, Some(unit.module))?);
+    }
+    let mut parts = Vec::new();
+    for part in &truth.parts {
+        let output = build_dir.join(&part.output);
+        objects.push(planner.plan_part(&part.source, &output, options)?);
+        parts.push(output);
     }
     let to_compile: Vec<&ObjectJob> = objects.iter().filter(|job| job.stale).collect();
     progress(BuildEvent::Planned {
@@ -230,7 +253,11 @@ pub fn build(
     let library = build_dir.join(&truth.library.output);
     let executable = build_dir.join(&truth.executable.output);
     let library_key = linker.library(&library, &truth.library.output, progress)?;
-    linker.executable(&executable, &library, &library_key, progress)?;
+    let mut depends_on = library_key;
+    for job in objects.iter().filter(|job| job.module.is_none()) {
+        depends_on.push_str(&job.key);
+    }
+    linker.executable(&executable, &library, &parts, &depends_on, progress)?;
 
     name_initializers(&mut truth, options);
     truth.build = Some(BuildRecord {
@@ -240,11 +267,13 @@ pub fn build(
         link_flags: linker.link_flags,
         library: library.clone(),
         executable: executable.clone(),
+        parts: parts.clone(),
     });
     write_if_changed(&build_dir.join(MANIFEST_FILE), &truth.to_json()?)?;
     Ok(BuiltApp {
         executable,
         library,
+        parts,
         build_dir,
         ground_truth: truth,
     })
@@ -272,7 +301,9 @@ struct Linker<'a> {
 
 impl Linker<'_> {
     fn objects_of(&self, module: Module) -> impl Iterator<Item = &ObjectJob> {
-        self.objects.iter().filter(move |job| job.module == module)
+        self.objects
+            .iter()
+            .filter(move |job| job.module == Some(module))
     }
 
     /// The shared library, named `soname`; returns its link key, which the
@@ -299,12 +330,14 @@ impl Linker<'_> {
         )
     }
 
-    /// The position-independent executable, linked against `library`.
+    /// The position-independent executable, linked against `library` and
+    /// the `parts`; `depends_on` holds their keys.
     fn executable(
         &self,
         executable: &Path,
         library: &Path,
-        library_key: &str,
+        parts: &[PathBuf],
+        depends_on: &str,
         progress: &mut dyn FnMut(BuildEvent),
     ) -> Result<String> {
         let mut arguments = vec!["-pie".to_string()];
@@ -314,17 +347,16 @@ impl Linker<'_> {
         ));
         // The executable finds the library next to itself, wherever the build
         // directory is, with no LD_LIBRARY_PATH.
-        arguments.extend([
-            library.display().to_string(),
-            "-Wl,-rpath,$ORIGIN".to_string(),
-        ]);
+        arguments.push(library.display().to_string());
+        arguments.extend(parts.iter().map(|part| part.display().to_string()));
+        arguments.push("-Wl,-rpath,$ORIGIN".to_string());
         arguments.extend(self.link_flags.iter().cloned());
         arguments.extend(self.options.executable_ldflags.iter().cloned());
         self.toolchain.link(
             executable,
             &arguments,
             self.objects_of(Module::Executable),
-            library_key,
+            depends_on,
             progress,
         )
     }
@@ -447,7 +479,7 @@ struct ObjectPlanner<'a> {
 }
 
 impl ObjectPlanner<'_> {
-    fn plan(&self, source_name: &str, module: Module) -> Result<ObjectJob> {
+    fn read(&self, source_name: &str) -> Result<(PathBuf, Vec<u8>)> {
         let source = self.source_dir.join(source_name);
         let text = fs::read(&source).with_context(|| {
             format!(
@@ -455,13 +487,65 @@ impl ObjectPlanner<'_> {
                 source.display()
             )
         })?;
+        Ok((source, text))
+    }
+
+    /// A part library, assembled and linked in one command into `output`.
+    /// It is linked the same way whatever the app's other link flags (an
+    /// order file, another linker), so that builds compared with each
+    /// other have the same parts; only RELR packing applies to it too.
+    fn plan_part(
+        &self,
+        source_name: &str,
+        output: &Path,
+        options: &BuildOptions,
+    ) -> Result<ObjectJob> {
+        let (source, text) = self.read(source_name)?;
+        let soname = output.file_name().map_or_else(
+            || output.display().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        );
+        let mut arguments = vec![
+            "-shared".to_string(),
+            "-nostdlib".to_string(),
+            format!("-Wl,-soname,{soname}"),
+            "-Wl,-z,noexecstack".to_string(),
+        ];
+        if options.pack_relative_relocs {
+            arguments.push("-Wl,-z,pack-relative-relocs".to_string());
+        }
+        let mut hash = self.toolchain.hash();
+        for argument in &arguments {
+            hash.write(argument.as_bytes());
+        }
+        hash.write(&text);
+        let key = hash.hex();
+        arguments.extend([
+            "-o".to_string(),
+            output.display().to_string(),
+            source.display().to_string(),
+        ]);
+        let stale = !output.exists() || read_key(output).as_deref() != Some(key.as_str());
+        Ok(ObjectJob {
+            source_name: source_name.to_string(),
+            module: None,
+            compiler: self.toolchain.compiler,
+            arguments,
+            object: output.to_path_buf(),
+            key,
+            stale,
+        })
+    }
+
+    fn plan(&self, source_name: &str, module: Option<Module>) -> Result<ObjectJob> {
+        let (source, text) = self.read(source_name)?;
         let stem = source_name.strip_suffix(".cpp").unwrap_or(source_name);
         let object = self.object_dir.join(format!("{stem}.o"));
         let mut arguments = self.flags.clone();
         arguments.push(
             match module {
-                Module::Library => "-fPIC",
-                Module::Executable => "-fPIE",
+                Some(Module::Executable) => "-fPIE",
+                _ => "-fPIC",
             }
             .to_string(),
         );
@@ -491,10 +575,12 @@ impl ObjectPlanner<'_> {
     }
 }
 
-/// One object: how to compile it and whether it must be.
+/// One object, or one part library: how to build it and whether it must be.
 struct ObjectJob {
     source_name: String,
-    module: Module,
+    /// The module the object is linked into; `None` for a part library,
+    /// which its one command assembles and links.
+    module: Option<Module>,
     compiler: Compiler,
     arguments: Vec<String>,
     object: PathBuf,
@@ -507,14 +593,15 @@ impl ObjectJob {
         // Dropping the key first means a failed or interrupted compile is
         // retried next time rather than trusted.
         remove_key(&self.object)?;
-        let module = match self.module {
-            Module::Library => "library",
-            Module::Executable => "executable",
+        let what = match self.module {
+            Some(Module::Library) => "compiling {} (library)",
+            Some(Module::Executable) => "compiling {} (executable)",
+            None => "assembling and linking the part library {}",
         };
         run_tool(
             self.compiler,
             &self.arguments,
-            &format!("compiling {} ({module})", self.source_name),
+            &what.replace("{}", &self.source_name),
         )?;
         write_key(&self.object, &self.key)
     }

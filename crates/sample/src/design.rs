@@ -78,6 +78,8 @@ pub(crate) struct Design {
     pub main_callees: Vec<u32>,
     /// Digits in a unit number (`tu0042`).
     pub unit_digits: usize,
+    /// The part libraries.
+    pub parts: Vec<crate::manifest::Part>,
 }
 
 pub(crate) struct Unit {
@@ -145,6 +147,7 @@ impl Design {
             startup: Vec::new(),
             main_callees: Vec::new(),
             unit_digits,
+            parts: crate::parts::design(spec),
         };
         for (index, (&module, &count)) in modules.iter().zip(&counts).enumerate() {
             design.add_unit(index as u32, module, count, local_digits);
@@ -390,6 +393,7 @@ impl Design {
                 first_function: unit.functions.start,
                 function_count: unit.functions.len() as u32,
                 static_initializer: unit.static_initializer,
+                cold_code_bytes: self.spec.cold_code_bytes_per_unit(),
             })
             .collect();
         let functions = self
@@ -447,6 +451,7 @@ impl Design {
             functions,
             startup_order: self.startup.clone(),
             static_initializers,
+            parts: self.parts.clone(),
             build: None,
         }
     }
@@ -562,14 +567,14 @@ mod tests {
     #[test]
     fn every_function_belongs_to_exactly_one_unit() {
         let design = Design::new(&SampleSpec::default_size()).expect("design");
-        assert_eq!(design.functions.len(), 20_000);
+        assert_eq!(design.functions.len(), 10_000);
         let mut next = 0;
         for unit in &design.units {
             assert_eq!(unit.functions.start, next);
             assert!(!unit.functions.is_empty());
             next = unit.functions.end;
         }
-        assert_eq!(next, 20_000);
+        assert_eq!(next, 10_000);
     }
 
     #[test]

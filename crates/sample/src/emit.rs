@@ -134,6 +134,9 @@ pub(crate) fn main_source(design: &Design) -> String {
     );
     text.push_str("#include <cstdio>\n\n#include \"cs_sample.h\"\n\n");
     text.push_str(&external_declarations(design, None, &design.main_callees));
+    for part in &design.parts {
+        putln!(text, "extern \"C\" unsigned long {}();", part.ready_symbol);
+    }
     text.push_str(
         "namespace cs_sample {\n// Stored so that no startup call can be optimised away.\nunsigned startup_checksum;\n}  // namespace cs_sample\n\n",
     );
@@ -143,6 +146,16 @@ pub(crate) fn main_source(design: &Design) -> String {
         text,
         "    const unsigned registered = ::cs_sample::registered_units();\n    if (registered != {initializers}u) {{\n        std::fprintf(stderr, \"cssample: %u of {initializers} static initializers ran\\n\", registered);\n        return 1;\n    }}"
     );
+    for part in &design.parts {
+        putln!(
+            text,
+            "    if (const unsigned long touched = {}(); touched != {}ul) {{\n        std::fprintf(stderr, \"cssample: part library {} touched %lu pages, not {}\\n\", touched);\n        return 1;\n    }}",
+            part.ready_symbol,
+            part.touched_pages(),
+            part.index,
+            part.touched_pages()
+        );
+    }
     text.push_str("    unsigned x = static_cast<unsigned>(argc) * 0x9e3779b9u;\n");
     for &callee in &design.main_callees {
         text.push_str(&call_statement(design, callee));
@@ -204,7 +217,26 @@ pub(crate) fn unit_source(design: &Design, unit: &Unit) -> String {
         "}}  // namespace {}\n}}  // namespace {ROOT_NAMESPACE}",
         unit.name
     );
+    emit_cold_code(&mut text, design, unit);
     text
+}
+
+/// The unit's share of code no start runs: int3 in its own section, named by
+/// a local function symbol so reports attribute its pages.
+fn emit_cold_code(text: &mut String, design: &Design, unit: &Unit) {
+    let bytes = design.spec.cold_code_bytes_per_unit();
+    if bytes == 0 {
+        return;
+    }
+    let symbol = format!("cs_cold_{}", unit.name);
+    putln!(
+        text,
+        r#"
+// Code no start runs, among this unit's functions.
+asm(".pushsection .text.{symbol},\"ax\",@progbits\n"
+    "\t.p2align 4\n\t.type {symbol}, @function\n{symbol}:\n"
+    "\t.fill {bytes}, 1, 0xcc\n\t.size {symbol}, {bytes}\n\t.popsection");"#
+    );
 }
 
 /// What a unit's global data looks like, for bodies that read or write it.

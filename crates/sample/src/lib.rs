@@ -23,6 +23,7 @@ mod build;
 mod design;
 mod emit;
 mod manifest;
+mod parts;
 mod rng;
 mod spec;
 
@@ -36,7 +37,8 @@ use anyhow::{Context, Result};
 pub use build::{BuildEvent, BuildOptions, BuiltApp, Compiler, build};
 pub use manifest::{
     BuildRecord, Function, FunctionKind, GroundTruth, MANIFEST_FILE, MANIFEST_FORMAT, Module,
-    ModuleLayout, SizeClass, StartupCall, StaticInitializer, TranslationUnit,
+    ModuleLayout, Part, PartSection, PartTouch, SizeClass, StartupCall, StaticInitializer,
+    TranslationUnit,
 };
 pub use rng::Rng;
 pub use spec::SampleSpec;
@@ -66,6 +68,10 @@ pub fn generate(spec: &SampleSpec, dir: &Path) -> Result<GroundTruth> {
         write_if_changed(&dir.join(&name), &emit::unit_source(&design, unit))?;
         current.insert(name);
     }
+    for part in &design.parts {
+        write_if_changed(&dir.join(&part.source), &parts::source(spec, part))?;
+        current.insert(part.source.clone());
+    }
     remove_stale_units(dir, &current)?;
     let truth = design.ground_truth();
     write_if_changed(&dir.join(MANIFEST_FILE), &truth.to_json()?)?;
@@ -83,17 +89,22 @@ pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<()> {
     fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Only names the generator itself could have written are touched.
+/// Only names the generator itself could have written (`tu*.cpp`,
+/// `part*.s`) are touched.
 fn remove_stale_units(dir: &Path, current: &HashSet<String>) -> Result<()> {
     let entries = fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
     for entry in entries {
         let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let generated = name
-            .strip_prefix("tu")
-            .and_then(|rest| rest.strip_suffix(".cpp"))
-            .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+        let numbered = |prefix: &str, suffix: &str| {
+            name.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(suffix))
+                .is_some_and(|digits| {
+                    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+                })
+        };
+        let generated = numbered("tu", ".cpp") || numbered("part", ".s");
         if generated && !current.contains(name) {
             fs::remove_file(entry.path())
                 .with_context(|| format!("removing the stale unit {}", entry.path().display()))?;

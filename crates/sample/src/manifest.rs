@@ -15,7 +15,7 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 
 /// Raised whenever the manifest's meaning changes, so a build never trusts a
 /// manifest written by another version of the generator.
-pub const MANIFEST_FORMAT: u32 = 1;
+pub const MANIFEST_FORMAT: u32 = 2;
 
 /// Everything known about one generated sample app.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +36,11 @@ pub struct GroundTruth {
     pub startup_order: Vec<StartupCall>,
     /// Units with a global object whose constructor runs before `main`.
     pub static_initializers: Vec<StaticInitializer>,
+    /// The part libraries in index order (`parts[i].index == i`): shared
+    /// libraries of generated assembly the executable needs, whose start
+    /// touches known pages of their code and tables.
+    #[serde(default)]
+    pub parts: Vec<Part>,
     /// Filled in by [`crate::build`]: how and where the app was built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<BuildRecord>,
@@ -71,6 +76,72 @@ pub struct TranslationUnit {
     pub first_function: u32,
     pub function_count: u32,
     pub static_initializer: bool,
+    /// Bytes of code no start runs that the unit places among its
+    /// functions' code (in section `.text.cs_cold_<unit>`, the local
+    /// function symbol `cs_cold_<unit>`), as real programs keep startup code
+    /// apart among code that never runs.
+    #[serde(default)]
+    pub cold_code_bytes: u32,
+}
+
+/// One part library: `output` is assembled from `source` and linked as a
+/// shared library the executable needs. Its static initializer
+/// (`init_symbol`, in `.init_array`) touches the pages in `touches`, in
+/// that order, and nothing else of its code and tables; the loader writes
+/// every pointer of its relocated table (`relative_relocations` of them).
+/// `main` checks through `ready_symbol` that the initializer ran and
+/// touched `touched_pages()` pages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    pub index: u32,
+    pub source: String,
+    pub output: String,
+    pub init_symbol: String,
+    pub ready_symbol: String,
+    /// The code the start touches sparsely: `text_pages` pages from the
+    /// page-aligned local symbol `code_symbol`, in the output's `.text`.
+    pub code_symbol: String,
+    pub text_pages: u32,
+    /// The read-only table, `rodata_pages` pages from the page-aligned local
+    /// symbol `table_symbol`, in the output's `.rodata`.
+    pub table_symbol: String,
+    pub rodata_pages: u32,
+    /// The table of pointers into `table_symbol` that the loader relocates,
+    /// `relro_pages` pages from `pointers_symbol` in `.data.rel.ro`.
+    pub pointers_symbol: String,
+    pub relro_pages: u32,
+    pub relative_relocations: u32,
+    /// Runs of pages the initializer touches, in the order it touches them.
+    pub touches: Vec<PartTouch>,
+}
+
+/// A run of pages of one part's code or table, counted from its symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartTouch {
+    pub section: PartSection,
+    pub first_page: u32,
+    pub pages: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartSection {
+    /// From `code_symbol`; each page is touched by running an instruction on it.
+    Text,
+    /// From `table_symbol`; each page is touched by a load.
+    Rodata,
+}
+
+impl Part {
+    /// Pages of code and table the initializer touches.
+    pub fn touched_pages(&self) -> u64 {
+        self.touches.iter().map(|t| u64::from(t.pages)).sum()
+    }
+
+    /// Pages of code, table and relocated pointers in the file.
+    pub fn pages(&self) -> u64 {
+        u64::from(self.text_pages) + u64::from(self.rodata_pages) + u64::from(self.relro_pages)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -156,6 +227,9 @@ pub struct BuildRecord {
     pub link_flags: Vec<String>,
     pub library: PathBuf,
     pub executable: PathBuf,
+    /// The part libraries, in index order.
+    #[serde(default)]
+    pub parts: Vec<PathBuf>,
 }
 
 impl GroundTruth {
@@ -169,6 +243,16 @@ impl GroundTruth {
     /// The functions defined in one module, in id order.
     pub fn functions_in(&self, module: Module) -> impl Iterator<Item = &Function> + '_ {
         self.functions.iter().filter(move |f| f.module == module)
+    }
+
+    /// Bytes of the part libraries' code, tables and relocated pointers a
+    /// start touches: the pages the initializers touch and every relocated
+    /// page, which the loader writes.
+    pub fn part_bytes_touched(&self, page_size: u64) -> u64 {
+        self.parts
+            .iter()
+            .map(|p| (p.touched_pages() + u64::from(p.relro_pages)) * page_size)
+            .sum()
     }
 
     /// Reads a manifest and checks that its cross references hold, so that
@@ -215,6 +299,18 @@ impl GroundTruth {
         for call in &self.startup_order {
             if !known(call.function) || !call.caller.is_none_or(known) {
                 bail!("startup call to function {} is inconsistent", call.function);
+            }
+        }
+        for (i, part) in self.parts.iter().enumerate() {
+            let in_bounds = part.touches.iter().all(|t| {
+                let pages = match t.section {
+                    PartSection::Text => part.text_pages,
+                    PartSection::Rodata => part.rodata_pages,
+                };
+                t.pages > 0 && u64::from(t.first_page) + u64::from(t.pages) <= u64::from(pages)
+            });
+            if part.index as usize != i || !in_bounds {
+                bail!("part entry {i} is inconsistent");
             }
         }
         for init in &self.static_initializers {

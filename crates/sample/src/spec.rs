@@ -23,23 +23,48 @@ pub struct SampleSpec {
     /// Share of the translation units placed in the shared library, in
     /// (0, 1); each module gets at least one unit whatever the rounding.
     pub library_share: f64,
+    /// Code no start runs, in KiB over all translation units (split evenly
+    /// between them), placed among the functions as real programs keep
+    /// their startup code apart among code that never runs.
+    #[serde(default)]
+    pub cold_code_kib: u32,
+    /// Part libraries: shared libraries of generated assembly (code,
+    /// read-only tables and relocated pointers) that the executable needs
+    /// and whose static initializers touch a sparse eighth of them.
+    #[serde(default)]
+    pub parts: u32,
+    /// Size of each part library's code, tables and pointers, in KiB.
+    #[serde(default)]
+    pub part_kib: u32,
 }
 
 /// Larger specs are refused: they would take hours to compile and are no
 /// more useful as an example.
 const MAX_TRANSLATION_UNITS: u32 = 20_000;
 const MAX_FUNCTIONS: u32 = 2_000_000;
+/// Limits that keep a generated app within a few GiB of disk.
+const MAX_COLD_CODE_KIB: u32 = 1 << 20;
+const MAX_PARTS: u32 = 1000;
+const MAX_PART_KIB: u32 = 1 << 20;
+/// A part needs a few pages of each kind.
+pub(crate) const MIN_PART_KIB: u32 = 64;
 
 impl SampleSpec {
-    /// About the size of a mid-sized real program: 400 units, 20,000
-    /// functions, 5% of them on the startup path, 75% of units in the library.
+    /// Shaped like a big native program whose cold start waits on the disk:
+    /// 200 units, 10,000 functions (5% of them on the startup path, 75% of
+    /// units in the library) among 120 MiB of code no start runs, and 24 part
+    /// libraries of 8 MiB each, of which the start touches an eighth. About
+    /// 320 MiB on disk; a start touches about 35 MiB of it.
     pub fn default_size() -> Self {
         SampleSpec {
             seed: 1,
-            translation_units: 400,
-            functions: 20_000,
+            translation_units: 200,
+            functions: 10_000,
             startup_share: 0.05,
             library_share: 0.75,
+            cold_code_kib: 120 * 1024,
+            parts: 24,
+            part_kib: 8 * 1024,
         }
     }
 
@@ -48,6 +73,9 @@ impl SampleSpec {
         SampleSpec {
             translation_units: 6,
             functions: 60,
+            cold_code_kib: 48,
+            parts: 2,
+            part_kib: 256,
             ..SampleSpec::default_size()
         }
     }
@@ -94,7 +122,32 @@ impl SampleSpec {
                 self.library_share
             );
         }
+        if self.cold_code_kib > MAX_COLD_CODE_KIB {
+            bail!(
+                "cold_code_kib must be at most {MAX_COLD_CODE_KIB}, got {}",
+                self.cold_code_kib
+            );
+        }
+        if self.parts > MAX_PARTS {
+            bail!(
+                "at most {MAX_PARTS} part libraries are supported, got {}",
+                self.parts
+            );
+        }
+        if self.parts > 0 && !(MIN_PART_KIB..=MAX_PART_KIB).contains(&self.part_kib) {
+            bail!(
+                "part_kib must be in {MIN_PART_KIB}..={MAX_PART_KIB} when there are part \
+                 libraries, got {}",
+                self.part_kib
+            );
+        }
         Ok(())
+    }
+
+    /// Bytes of cold code each unit gets, a multiple of 16.
+    pub fn cold_code_bytes_per_unit(&self) -> u32 {
+        let total = u64::from(self.cold_code_kib) * 1024;
+        ((total / u64::from(self.translation_units.max(1))) & !15) as u32
     }
 
     /// Units placed in the library; the rest go to the executable.
@@ -155,6 +208,33 @@ mod tests {
     }
 
     #[test]
+    fn refuses_parts_too_small_to_hold_their_sections() {
+        let spec = SampleSpec {
+            part_kib: 8,
+            ..SampleSpec::tiny()
+        };
+        assert!(error_of(spec).contains("part_kib must be in 64..="));
+        let none = SampleSpec {
+            parts: 0,
+            part_kib: 0,
+            ..SampleSpec::tiny()
+        };
+        none.validate().expect("no parts need no size");
+    }
+
+    #[test]
+    fn cold_code_is_split_evenly_in_multiples_of_16() {
+        let spec = SampleSpec::default_size();
+        assert_eq!(spec.cold_code_bytes_per_unit(), 629_136);
+        let odd = SampleSpec {
+            translation_units: 7,
+            cold_code_kib: 1,
+            ..SampleSpec::tiny()
+        };
+        assert_eq!(odd.cold_code_bytes_per_unit(), 144);
+    }
+
+    #[test]
     fn refuses_a_single_unit() {
         let spec = SampleSpec {
             translation_units: 1,
@@ -174,7 +254,7 @@ mod tests {
         };
         assert_eq!(spec.library_units(), 1);
         assert_eq!(spec.startup_functions(), 2);
-        assert_eq!(SampleSpec::default_size().library_units(), 300);
-        assert_eq!(SampleSpec::default_size().startup_functions(), 1000);
+        assert_eq!(SampleSpec::default_size().library_units(), 150);
+        assert_eq!(SampleSpec::default_size().startup_functions(), 500);
     }
 }

@@ -248,6 +248,7 @@ fn the_startup_order_is_what_really_runs() {
         functions: 200,
         startup_share: 0.25,
         library_share: 0.7,
+        ..SampleSpec::tiny()
     };
     let options = BuildOptions {
         extra_cflags: vec!["-finstrument-functions".to_string()],
@@ -323,6 +324,8 @@ fn rebuilds_only_what_changed() {
     let (source, output) = (dir.path().join("src"), dir.path().join("build"));
     let truth = generate(&SampleSpec::tiny(), &source).expect("generate");
     let objects = truth.translation_units.len() + 2;
+    let parts = truth.parts.len();
+    assert!(parts > 0);
 
     let mut events = Vec::new();
     let mut build_with = |options: &BuildOptions| {
@@ -341,7 +344,8 @@ fn rebuilds_only_what_changed() {
     };
 
     let options = BuildOptions::default();
-    assert_eq!(build_with(&options), (objects, 2));
+    // A part is assembled and linked in one command, counted as compiled.
+    assert_eq!(build_with(&options), (objects + parts, 2));
     assert_eq!(build_with(&options), (0, 0));
     let relinked = BuildOptions {
         extra_ldflags: vec!["-Wl,-O1".to_string()],
@@ -360,6 +364,14 @@ fn rebuilds_only_what_changed() {
     text.push_str("// edited\n");
     fs::write(&unit, text).expect("edit unit");
     assert_eq!(build_with(&recompiled), (1, 2));
+
+    // Parts ignore the app's compile and link flags; an edited part is
+    // rebuilt and only the executable, which needs it, is linked again.
+    let part = source.join(&truth.parts[1].source);
+    let mut text = fs::read_to_string(&part).expect("read part");
+    text.push_str("# edited\n");
+    fs::write(&part, text).expect("edit part");
+    assert_eq!(build_with(&recompiled), (1, 1));
 }
 
 #[test]
@@ -489,6 +501,92 @@ fn builds_with_clang_when_installed() {
         {
             let name = init.init_function.as_deref().expect("named after build");
             assert!(symbols.contains_key(name), "{name}");
+        }
+    }
+}
+
+/// The part libraries and the cold code, checked with readelf and nm: the
+/// executable needs every part, each part's code, table and pointers have
+/// the manifest's sizes at page-aligned addresses, its relocations are the
+/// manifest's pointers plus its initializer's `.init_array` entry, and each
+/// unit's cold code is a local function of the manifest's size.
+#[test]
+fn parts_and_cold_code_are_what_the_manifest_says() {
+    let (_dir, truth, app) = build_sample(&SampleSpec::tiny(), &BuildOptions::default());
+    app.run().expect("tiny app runs");
+    assert_eq!(app.parts.len(), truth.parts.len());
+    let needed = tool(
+        "readelf",
+        &["-dW", app.executable.to_str().expect("utf-8 path")],
+    );
+    for part in &truth.parts {
+        assert!(
+            needed.contains(&format!("Shared library: [{}]", part.output)),
+            "{} not needed:\n{needed}",
+            part.output
+        );
+    }
+    let page = 4096;
+    for (part, path) in truth.parts.iter().zip(&app.parts) {
+        let sized = tool(
+            "nm",
+            &["-S", "--defined-only", path.to_str().expect("utf-8")],
+        );
+        let symbol = |name: &str| -> (u64, u64, char) {
+            let line = sized
+                .lines()
+                .find(|line| line.ends_with(&format!(" {name}")))
+                .unwrap_or_else(|| panic!("{name} not in nm -S of {path:?}:\n{sized}"));
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
+            (
+                hex(fields[0]),
+                hex(fields[1]),
+                fields[2].chars().next().unwrap(),
+            )
+        };
+        for (name, pages, kind) in [
+            (&part.code_symbol, part.text_pages, 't'),
+            (&part.table_symbol, part.rodata_pages, 'r'),
+            (&part.pointers_symbol, part.relro_pages, 'd'),
+        ] {
+            let (address, size, found) = symbol(name);
+            assert_eq!(address % page, 0, "{name} not page-aligned");
+            assert_eq!(size, u64::from(pages) * page, "{name}");
+            assert_eq!(found, kind, "{name}");
+        }
+        assert_eq!(symbol(&part.ready_symbol).2, 'T');
+        let relocations = tool("readelf", &["-rW", path.to_str().expect("utf-8")]);
+        let relative = relocations
+            .lines()
+            .filter(|line| line.contains("R_X86_64_RELATIVE"))
+            .count();
+        assert_eq!(relative, part.relative_relocations as usize + 1, "{path:?}");
+    }
+    for (module, binary) in [
+        (Module::Library, &app.library),
+        (Module::Executable, &app.executable),
+    ] {
+        let sized = tool(
+            "nm",
+            &["-S", "--defined-only", binary.to_str().expect("utf-8")],
+        );
+        for unit in truth
+            .translation_units
+            .iter()
+            .filter(|u| u.module == module)
+        {
+            let name = format!("cs_cold_{}", unit.source.trim_end_matches(".cpp"));
+            let line = sized
+                .lines()
+                .find(|line| line.ends_with(&format!(" {name}")))
+                .unwrap_or_else(|| panic!("{name} not in {binary:?}"));
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(
+                u64::from_str_radix(fields[1], 16).expect("hex"),
+                u64::from(unit.cold_code_bytes)
+            );
+            assert_eq!(fields[2], "t", "{name} is not local text");
         }
     }
 }

@@ -191,12 +191,7 @@ fn build_app(args: &DemoArgs, spec: &SampleSpec) -> anyhow::Result<Built> {
 /// The app's relative relocations packed as DT_RELR into `dir/packed`, or
 /// why not.
 fn pack(app: &BuiltApp, dir: &Path, startup_output: &str) -> (Option<PackedApp>, Option<String>) {
-    match pack_app(
-        &app.executable,
-        &app.library,
-        &dir.join("packed"),
-        startup_output,
-    ) {
+    match pack_app(app, &dir.join("packed"), startup_output) {
         Ok(packed) => {
             step(&format!(
                 "packed its relative relocations as DT_RELR (coldstart pack): {} and {}, which {}",
@@ -232,7 +227,7 @@ fn bench(
         plan,
         wrapper,
         ordered,
-        packed.map(|p| (p.executable.as_path(), p.library.as_path())),
+        packed.map(|p| p.binaries()).as_deref(),
         &mut |s| bar.suspend(|| step(s)),
         |done, total| {
             bar.set_length(total as u64);
