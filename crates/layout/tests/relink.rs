@@ -47,6 +47,8 @@ fn sample() -> Option<&'static Sample> {
                 functions: 320,
                 startup_share: 0.3,
                 library_share: 0.5,
+                // These tests link the executable by hand from its objects.
+                parts: 0,
                 ..SampleSpec::tiny()
             };
             let src = dir.join("src");
