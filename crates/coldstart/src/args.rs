@@ -1081,9 +1081,14 @@ pub struct DemoArgs {
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Print the results as JSON
+    /// Print the results as JSON (with a `summary` object)
     #[arg(long)]
     pub json: bool,
+
+    /// Print the full report before the summary (it is always written to
+    /// DIR/demo-report.txt), and every step's messages on stderr
+    #[arg(long, short = 'v', conflicts_with = "json")]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
