@@ -25,12 +25,13 @@ use coldstart_sample::{
     BuildEvent, BuildOptions, BuiltApp, Compiler, GroundTruth, SampleSpec, build, generate,
 };
 use indicatif::ProgressBar;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 /// The steps every demo announces: build, run, inspect, trace, plan, order,
-/// pack, bench.
+/// pack, bench (building coldstart-run first adds one).
 const STEPS: usize = 8;
 
 /// The full text report, in --dir.
@@ -39,8 +40,9 @@ const DETAIL_FILE: &str = "demo-report.txt";
 pub fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let spec = spec(args)?;
     let coldstart = std::env::current_exe().context("cannot find the coldstart binary")?;
-    let mut progress = Progress::new(STEPS, args.verbose);
-    let launcher = launcher(&coldstart, &mut progress);
+    let cargo = CargoRun::without_launcher(&coldstart);
+    let mut progress = Progress::new(STEPS + usize::from(cargo.is_some()), args.verbose);
+    let launcher = launcher(&coldstart, cargo, &mut progress);
     let built = build_app(args, &spec, &mut progress)?;
     let app = &built.app;
     progress.step(
@@ -359,25 +361,115 @@ struct Launcher {
     note: Option<String>,
 }
 
-/// coldstart-run beside this binary, else `coldstart run`, said in one
-/// line.
-fn launcher(coldstart: &Path, progress: &mut Progress) -> Launcher {
-    let wrapper = Wrapper::beside(coldstart.to_path_buf());
-    if wrapper.is_small() {
+/// Cargo, when it started this binary without coldstart-run beside it:
+/// `cargo run -p coldstart` builds only the binary it runs. Cargo sets
+/// CARGO and CARGO_MANIFEST_DIR for the program it runs.
+struct CargoRun {
+    cargo: OsString,
+    manifest_dir: PathBuf,
+}
+
+impl CargoRun {
+    fn without_launcher(coldstart: &Path) -> Option<CargoRun> {
+        if Wrapper::beside(coldstart.to_path_buf()).is_small() {
+            return None;
+        }
+        Some(CargoRun {
+            cargo: std::env::var_os("CARGO")?,
+            manifest_dir: std::env::var_os("CARGO_MANIFEST_DIR")?.into(),
+        })
+    }
+
+    /// `cargo build -p coldstart --bin coldstart-run` in the profile and
+    /// target directory `coldstart` was built in, so that it lands beside
+    /// it; Err is one line saying why not.
+    fn build_launcher(&self, coldstart: &Path) -> Result<(), String> {
+        let profile_dir = coldstart.parent().unwrap_or(Path::new("."));
+        let (Some(profile), Some(target_dir)) = (
+            profile_dir.file_name().and_then(|p| p.to_str()),
+            profile_dir.parent(),
+        ) else {
+            return Err(format!(
+                "{} is not in a cargo target directory",
+                coldstart.display()
+            ));
+        };
+        let mut command = Command::new(&self.cargo);
+        command.arg("build");
+        match profile {
+            "release" => {
+                command.arg("--release");
+            }
+            "debug" => {}
+            other => {
+                command.args(["--profile", other]);
+            }
+        }
+        command
+            .args(["-p", "coldstart", "--bin", "coldstart-run", "--target-dir"])
+            .arg(target_dir)
+            .current_dir(&self.manifest_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        let built = command
+            .output()
+            .map_err(|err| format!("cannot run {}: {err}", self.cargo.to_string_lossy()))?;
+        if built.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&built.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        Err(format!(
+            "`cargo build --bin coldstart-run` failed ({}){}",
+            built.status,
+            last.map_or(String::new(), |l| format!(": {}", l.trim()))
+        ))
+    }
+}
+
+/// coldstart-run beside this binary, built first when cargo started the
+/// demo without it; else `coldstart run`, said in one line.
+fn launcher(coldstart: &Path, cargo: Option<CargoRun>, progress: &mut Progress) -> Launcher {
+    let beside = Wrapper::beside(coldstart.to_path_buf());
+    if beside.is_small() {
         return Launcher {
-            wrapper,
+            wrapper: beside,
             note: None,
         };
     }
-    let why = format!(
-        "coldstart-run is not beside {} (`cargo build --release` builds it)",
-        coldstart.display()
-    );
+    let why = match cargo {
+        None => format!(
+            "coldstart-run is not beside {} (`cargo build --release` builds it)",
+            coldstart.display()
+        ),
+        Some(cargo) => {
+            progress.step(
+                "launcher",
+                "building coldstart-run, the small launcher that starts the app with its plan",
+            );
+            match cargo.build_launcher(coldstart) {
+                Ok(()) => {
+                    let built = Wrapper::beside(coldstart.to_path_buf());
+                    if built.is_small() {
+                        return Launcher {
+                            wrapper: built,
+                            note: None,
+                        };
+                    }
+                    format!(
+                        "cargo built coldstart-run, but not beside {}",
+                        coldstart.display()
+                    )
+                }
+                Err(why) => why,
+            }
+        }
+    };
     progress.note(&format!(
         "launcher: {why}; timing `coldstart run` instead, which reads more cold"
     ));
     Launcher {
-        wrapper,
+        wrapper: beside,
         note: Some(why),
     }
 }
