@@ -101,17 +101,18 @@ fn trace_plan_order(
     progress: &mut Progress,
 ) -> anyhow::Result<Fixes> {
     let app = &built.app;
-    progress.step(
-        "trace",
-        "tracing its cold start, then again with readahead off",
-    );
+    if coldstart_system::launch::is_root() {
+        progress.step(
+            "trace",
+            "tracing its cold start, then again with readahead off",
+        );
+    } else {
+        progress.step("trace", "skipped: tracing needs root (sudo coldstart demo)");
+    }
     let tracing = trace_cold_start(&app.executable, &args.dir.join("demo.db"), &mut |s| {
         progress.say(s)
     })?;
     let traced = tracing.traced();
-    if let Some(why) = tracing.skipped() {
-        progress.note(&format!("not traced: {why}"));
-    }
     let charts = traced.map(|t| write_charts(t, &args.dir)).transpose()?;
     let plan_path = args.dir.join("demo.plan");
     progress.step_unless_skipped("plan", "compiling its prefetch plan", traced.is_some());
