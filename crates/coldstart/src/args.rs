@@ -1033,19 +1033,48 @@ pub struct BenchArgs {
 }
 
 const DEMO_LONG: &str = "\
-Generate coldstart's sample application (a C++ program and shared library with \
-hundreds of translation units, vtables, static initializers and a startup path that \
-calls a known, scattered 5% of its functions), build it, check that it runs, and \
-inspect both binaries. Later releases extend the demo to the whole loop: trace, \
-report, plan, order, verify.
+Run coldstart's whole loop on its built-in sample application, shaped like a big \
+native program whose cold start waits on the disk: a generated C++ program and its \
+library (vtables, static initializers, relocation tables, a startup path that calls \
+a known, scattered share of its functions among 120 MiB of code no start runs) and \
+24 part libraries of 8 MiB whose initializers touch a sparse eighth of them; about \
+320 MiB on disk, and 1.3 GiB in DIR with the builds the demo compares \
+(DIR/src/manifest.json records what the start runs and touches).
 
-Sources and binaries go to --dir; a second run reuses what is up to date.";
+It builds the app into --dir, checks that it starts (it prints READY) and inspects \
+its binaries. As root it then traces its cold start (a report page with a chart), \
+traces it again with readahead off and compiles its prefetch plan from that, \
+builds it instrumented to record the functions its start calls, writes an order \
+file per binary, relinks with them and traces the relinked app. It packs the \
+app's relative relocations as DT_RELR (coldstart pack). Last it times the app's \
+start, 10 interleaved runs each: warm, cold, cold with the plan, cold with an \
+empty plan (what the launcher alone costs), relinked and packed, at the device's \
+read_ahead_kb, and again at the kernel's default (128). Without root it skips the \
+trace, the plan and the order files, and times warm against selective-cold (the \
+app's own files evicted).
+
+The plan's starts go through coldstart-run, the small launcher, when it is beside \
+this binary. `cargo run` builds only the binary it runs: when cargo started the \
+demo without coldstart-run, the demo builds it first; when it cannot, it says so \
+and times `coldstart run`.
+
+While it runs it prints one line per step on standard error. Then it prints a \
+summary of a screen: what the cold start reads against what it uses, what each \
+fix changed with its 95% interval (\"within the noise\" when the interval holds \
+zero), and where to look next. The full report goes to DIR/demo-report.txt, and \
+to standard output too with --verbose; --json prints all of it, with a summary \
+object (docs/demo-json.md). A second run reuses what is up to date.";
 
 const DEMO_EXAMPLES: &str = "\
 Examples:
-  coldstart demo
+  sudo coldstart demo                   # the whole loop, a summary at the end
+  sudo coldstart demo --tiny            # a small app: about a minute
+  sudo coldstart demo --verbose         # the full report too
+  coldstart demo --tiny                 # without root: build, inspect, pack, time
+  coldstart demo --tiny --json | jq '.summary.settings[] | {read_ahead_kb, plan_gap_closed}'
   coldstart demo --tiny --json | jq '.inspections[0].relocations.by_type'
-  coldstart demo --pack-relative-relocs --dir /tmp/demo-relr";
+  coldstart demo --pack-relative-relocs --dir /tmp/demo-relr
+  cargo run --release -p coldstart -- demo   # builds coldstart-run too";
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -1057,11 +1086,11 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 
-    /// Number of translation units [default: 400, or 6 with --tiny]
+    /// Number of translation units [default: 200, or 6 with --tiny]
     #[arg(long, value_name = "N")]
     pub translation_units: Option<u32>,
 
-    /// Number of functions [default: 20000, or 60 with --tiny]
+    /// Number of functions [default: 10000, or 60 with --tiny]
     #[arg(long, value_name = "N")]
     pub functions: Option<u32>,
 
@@ -1081,9 +1110,14 @@ pub struct DemoArgs {
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
 
-    /// Print the results as JSON
+    /// Print the results as JSON (with a `summary` object: docs/demo-json.md)
     #[arg(long)]
     pub json: bool,
+
+    /// Print the full report before the summary (it is always written to
+    /// DIR/demo-report.txt), and every step's messages on stderr
+    #[arg(long, short = 'v', conflicts_with = "json")]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -1098,6 +1132,24 @@ pub fn command() -> clap::Command {
 
 #[cfg(test)]
 mod tests {
+    /// The demo's help says how many runs it times and at which
+    /// read_ahead_kb, as the pipeline does.
+    #[test]
+    fn demo_help_names_the_pipelines_runs_and_setting() {
+        let runs = coldstart_pipeline::bench::RUNS;
+        let kb = coldstart_pipeline::order::KERNEL_DEFAULT_READ_AHEAD_KB;
+        assert!(
+            super::DEMO_LONG.contains(&format!("start, {runs} interleaved runs each")),
+            "{}",
+            super::DEMO_LONG
+        );
+        assert!(
+            super::DEMO_LONG.contains(&format!("the kernel's default ({kb})")),
+            "{}",
+            super::DEMO_LONG
+        );
+    }
+
     /// Help text that names a library default in words must say the
     /// library's value.
     #[test]

@@ -274,3 +274,41 @@ fn closed_pipe_is_not_an_error() {
         stderr(&output)
     );
 }
+
+#[test]
+fn the_demos_help_says_what_it_prints_and_verbose_excludes_json() {
+    let mut help = coldstart();
+    help.args(["demo", "--help"]);
+    let output = run(help);
+    assert!(output.status.success());
+    // clap wraps the text to the terminal's width.
+    let text = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for said in [
+        "--verbose",
+        "demo-report.txt",
+        "within the noise",
+        "coldstart-run",
+        "docs/demo-json.md",
+        "Examples:",
+    ] {
+        assert!(text.contains(said), "{said:?} in\n{text}");
+    }
+    assert!(!text.contains("Later releases"), "{text}");
+
+    // Both would print to stdout: refused before anything is built.
+    let dir = tempfile::tempdir().unwrap();
+    let mut both = coldstart();
+    both.args(["demo", "--tiny", "--json", "--verbose", "--dir"])
+        .arg(dir.path());
+    let output = run(both);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("cannot be used with"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

@@ -3,10 +3,11 @@
 //! start (`cold_start`), compile its prefetch plan (`plan`), order and
 //! relink it and measure what the new layout saves (`order`), and time it
 //! warm, cold, with the plan and relinked (`bench`); `demo` holds what the
-//! demo reports of them all and `render` turns it into text with the report
-//! room's renderers; `selective` learns the files selective-cold eviction
-//! drops. Each step tells its progress through a `Step` callback
-//! and returns its result; printing is the caller's.
+//! demo reports of them all, `summary` the figures it shows first, and
+//! `render` turns both into text with the report room's renderers;
+//! `selective` learns the files selective-cold eviction drops. Each step
+//! tells its progress through a `Step` callback and returns its result;
+//! printing is the caller's.
 
 pub mod bench;
 pub mod cold_start;
@@ -15,6 +16,7 @@ pub mod order;
 pub mod plan;
 pub mod render;
 pub mod selective;
+pub mod summary;
 
 use coldstart_record::trace::TraceOptions;
 use coldstart_system::launch::{Forward, Identity, LaunchSpec};
