@@ -284,8 +284,8 @@ fn relink(
 }
 
 /// Traces the relinked app (and the plain one at the kernel's default),
-/// and sets before against after at the kernel's default read_ahead_kb
-/// (timed here) and at the device's own (timed by the caller's bench).
+/// and sets before against after at the kernel's default read_ahead_kb and
+/// at the device's own; the caller's benches time their cold starts.
 fn compare(
     plain: &Plain<'_>,
     relinked: &BuiltApp,
@@ -330,10 +330,7 @@ fn compare(
         })
     };
     let at_device = at(plain.default_run, after_device, device_kb)?;
-    let mut at_default = at(before_default, after_default, default_kb)?;
-    let (before_ms, after_ms) = crate::bench::bench_at(plain.app, relinked, default_kb, step)?;
-    at_default.before.cold_ms = before_ms;
-    at_default.after.cold_ms = after_ms;
+    let at_default = at(before_default, after_default, default_kb)?;
     Ok((at_default, at_device))
 }
 

@@ -597,7 +597,11 @@ impl Benches {
     fn time_order(&self, order: &mut OrderLoop) {
         order.at_device.before.cold_ms = self.main.median_ms(Start::Cold);
         order.at_device.after.cold_ms = self.main.median_ms(Start::Relinked);
-        if let Some(bench) = &self.at_default {
+        // No bench at the kernel's default when the device is at it already.
+        let at_default = self.at_default.as_ref().or_else(|| {
+            (self.device_kb == Some(KERNEL_DEFAULT_READ_AHEAD_KB)).then_some(&self.main)
+        });
+        if let Some(bench) = at_default {
             order.at_default.before.cold_ms = bench.median_ms(Start::Cold);
             order.at_default.after.cold_ms = bench.median_ms(Start::Relinked);
         }
