@@ -181,6 +181,9 @@ fn build_app(compiler: Compiler, ldflags: &[&str]) -> Built {
     let spec = SampleSpec {
         translation_units: 8,
         functions: 160,
+        // The test packs the executable and the library into a directory
+        // of their own and runs them there.
+        parts: 0,
         ..SampleSpec::tiny()
     };
     let src = dir.path().join("src");
