@@ -797,3 +797,95 @@ fn an_installed_plan_is_refined_from_its_served_starts_and_keeps_its_lookups() {
     drop(service);
     drop(s.dir);
 }
+
+/// A program whose start found no trace ready (other programs' starts
+/// held both) gets the last ready trace at its next start: a third
+/// program's start does not take it first. Five copies of the fixture
+/// are five programs: A and B hold both traces with long starts while C
+/// starts; then D1 holds one while D2 starts (and must go untraced), and
+/// C's next start is traced and learned. The long starts stay under the
+/// service's quiet time (1 s; the fixture's mapped reads move no read
+/// counter), so that they end by exiting.
+#[test]
+fn a_program_whose_start_found_no_trace_ready_gets_the_next_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    // Each copy reads a data file of its own, evicted before each of its
+    // starts while the others run.
+    let copies: Vec<PathBuf> = ["a", "b", "c", "d1", "d2"]
+        .iter()
+        .map(|name| {
+            let copy = s.dir.path().join(format!("served_start_{name}"));
+            std::fs::copy(&s.program, &copy).unwrap();
+            cold_file(&data_of(&copy), DATA_PAGES, page_size());
+            copy
+        })
+        .collect();
+    let [a, b, c, d1, d2] = &copies[..] else {
+        unreachable!()
+    };
+    let service = Service::learning(&s.state);
+    let start = |program: &Path, linger_ms: &str| {
+        let data = data_of(program);
+        evict(&data);
+        let mut command = Command::new(program);
+        command
+            .arg(DELAY_MS)
+            .arg(&data)
+            .args(["1", "5", "9"])
+            .env("SERVED_START_LINGER_MS", linger_ms);
+        run_with_deadline(&mut command, Duration::from_secs(30));
+    };
+    let said = |program: &Path, what: &str| format!("{}{what}", program.display());
+    for program in &copies {
+        start(program, "400");
+        service.wait_for(&said(program, ": learning: its next start will be traced"));
+    }
+    // A and B hold both traces while C starts.
+    std::thread::scope(|scope| {
+        for program in [a, b] {
+            scope.spawn(|| start(program, "600"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        start(c, "400");
+        service.wait_for(&said(c, " (pid"));
+    });
+    service.wait_for(&said(a, ": learned a plan"));
+    service.wait_for(&said(b, ": learned a plan"));
+    assert_eq!(
+        status_of(&s.state, &c.display().to_string())["starts_traced"],
+        0,
+        "{}",
+        service.said()
+    );
+    // Two traces are set up again; D1 takes one, and D2 must leave the
+    // other to C.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::scope(|scope| {
+        scope.spawn(|| start(d1, "600"));
+        std::thread::sleep(Duration::from_millis(200));
+        start(d2, "400");
+        service.wait_for(&said(d2, " (pid"));
+        assert_eq!(
+            status_of(&s.state, &d2.display().to_string())["starts_traced"],
+            0,
+            "{}",
+            service.said()
+        );
+        start(c, "400");
+        service.wait_for(&said(c, ": learned a plan"));
+    });
+    service.wait_for(&said(d1, ": learned a plan"));
+    assert!(
+        !service.said().contains(&said(d2, ": learned a plan")),
+        "{}",
+        service.said()
+    );
+    drop(service);
+    drop(s.dir);
+}
+
+/// The data file a copy of the fixture reads in the test above.
+fn data_of(program: &Path) -> PathBuf {
+    program.with_extension("data")
+}

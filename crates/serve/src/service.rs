@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Where the service's lines go (one per start, per program loaded or
 /// refused); shared with the threads that follow starts.
@@ -129,6 +130,7 @@ pub fn serve(options: &ServeOptions, log: &Log) -> Result<(), ServeError> {
         watch,
         refused: HashMap::new(),
         ready: Vec::new(),
+        owed: None,
         traces_made: 0,
         no_trace: None,
         tracing: Arc::new(AtomicUsize::new(0)),
@@ -274,6 +276,12 @@ struct Service {
     /// Traces set up for the next starts to trace, while some are wanted
     /// (one per program that wants one, [`MAX_TRACES`] at most).
     ready: Vec<Ready>,
+    /// The program whose start wanted a trace and found none ready (all
+    /// were tracing other programs' starts), and when: the last ready
+    /// trace is kept for its next start, for [`OWED_FOR`], so that a
+    /// machine busy starting other programs that want traces (a build's
+    /// compilers) cannot keep it from ever being learned.
+    owed: Option<(String, Instant)>,
     /// Traces set up so far: each instance gets a name of its own.
     traces_made: u32,
     /// Why no trace can be set up, said once (until the next reload).
@@ -351,6 +359,9 @@ const DISCOVERY_EVERY_NS: i64 = 100_000_000;
 /// Starts traced at once at most: two programs learning at the same time
 /// are both learned.
 const MAX_TRACES: usize = 2;
+/// How long the last ready trace is kept for a program whose start found
+/// none (see `Service::owed`).
+const OWED_FOR: Duration = Duration::from_secs(60);
 
 /// Unknown executables remembered at most (then forgotten, all at once).
 const MAX_WATCHED: usize = 4096;
@@ -735,8 +746,17 @@ impl Service {
         // The trace first: the start's first pages are read within a
         // millisecond of its exec. Dropped once the start is known to be
         // of a program that wants none.
-        let wants = candidates.iter().any(|l| learn::wants_trace(&l.program));
-        let trace = if wants && !self.ready.is_empty() {
+        let wanting: Vec<&str> = candidates
+            .iter()
+            .filter(|l| learn::wants_trace(&l.program))
+            .map(|l| l.program.id.as_str())
+            .collect();
+        let wants = !wanting.is_empty();
+        let owed_to_another = self.owed.as_ref().is_some_and(|(id, since)| {
+            !wanting.contains(&id.as_str()) && since.elapsed() < OWED_FOR
+        });
+        let may_take = self.ready.len() > usize::from(owed_to_another);
+        let trace = if wants && may_take {
             self.tracing.fetch_add(1, Ordering::AcqRel);
             let attached = self
                 .ready
@@ -756,6 +776,17 @@ impl Service {
             None
         };
         let traced = trace.is_some();
+        if wants {
+            let owed_here = self
+                .owed
+                .as_ref()
+                .is_some_and(|(id, _)| wanting.contains(&id.as_str()));
+            if traced && owed_here {
+                self.owed = None;
+            } else if !traced && !owed_to_another && !owed_here {
+                self.owed = Some((wanting[0].to_string(), Instant::now()));
+            }
+        }
         let exe = candidates[0].program.exe.clone();
         let exe_name = exe.display().to_string();
         let context = StartContext {
@@ -958,6 +989,15 @@ impl Service {
         } else {
             0
         };
+        if let Some((id, since)) = &self.owed
+            && (since.elapsed() >= OWED_FOR
+                || !self
+                    .loaded
+                    .get(id)
+                    .is_some_and(|l| learn::wants_trace(&l.program)))
+        {
+            self.owed = None;
+        }
         if wanting == 0 {
             self.ready.clear();
             return;
