@@ -889,3 +889,34 @@ fn a_program_whose_start_found_no_trace_ready_gets_the_next_one() {
 fn data_of(program: &Path) -> PathBuf {
     program.with_extension("data")
 }
+
+/// A start that reads a few pages and then idles past the quiet time ends
+/// as quiet, dated at its last read, not before: the plan learned from it
+/// holds the pages it read. (The fixture's few mapped reads never make a
+/// sample busy; the end used to be dated at the exec, and the trace cut
+/// off before the reads.)
+#[test]
+fn a_start_that_idles_after_its_reads_is_learned_up_to_its_last_read() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let service = Service::learning(&s.state);
+    let program = s.program.display().to_string();
+    let pages = [2, 6, 30];
+    start_program(&s, &[("SERVED_START_LINGER_MS", "400")], &pages);
+    service.wait_for(&format!(
+        "{program}: learning: its next start will be traced"
+    ));
+    // Traced: it reads at about 300 ms, then idles 2.5 s (quiet after 1 s).
+    start_program(&s, &[("SERVED_START_LINGER_MS", "2500")], &pages);
+    let over = service.wait_for(&format!("{program} (pid"));
+    assert!(over.contains("(Quiet)"), "{over}");
+    service.wait_for(&format!("{program}: learned a plan"));
+    let id = status_of(&s.state, &program)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let plan = s.state.join("programs").join(id).join("plan");
+    assert_eq!(planned_pages_of(&plan, &s.data), pages.to_vec());
+    drop(service);
+    drop(s.dir);
+}

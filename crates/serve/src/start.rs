@@ -420,11 +420,15 @@ pub struct End {
 /// cap is reached or the service stops. A sample is busy when the tree used
 /// a fifth of a CPU or more since the one before (two clock ticks in
 /// 100 ms), read 256 KiB or more from storage, or waited on 4 major faults.
+/// A quiet start ends at its last busy sample, or at its last sample with
+/// any read or major fault when that came later: a start that reads a few
+/// pages and idles is not cut off before the reads it waited for.
 /// `pid` exec'd at `seen_ns`; the quiet time and the cap are `program`'s.
 pub fn watch_tree(pid: i32, seen_ns: i64, program: &Program, stopping: &AtomicBool) -> End {
     let quiet_ns = program.quiet_ms as i64 * 1_000_000;
     let cap_at = seen_ns + program.cap_ms as i64 * 1_000_000;
     let mut last_busy = seen_ns;
+    let mut last_read = seen_ns;
     let mut before = Usage::default();
     let mut read_bytes = 0;
     loop {
@@ -442,6 +446,9 @@ pub fn watch_tree(pid: i32, seen_ns: i64, program: &Program, stopping: &AtomicBo
         let busy = usage.cpu_ticks.saturating_sub(before.cpu_ticks) >= 2
             || usage.read_bytes.saturating_sub(before.read_bytes) >= 256 << 10
             || usage.major_faults.saturating_sub(before.major_faults) >= 4;
+        if usage.read_bytes > before.read_bytes || usage.major_faults > before.major_faults {
+            last_read = now;
+        }
         before = usage;
         if busy {
             last_busy = now;
@@ -456,7 +463,11 @@ pub fn watch_tree(pid: i32, seen_ns: i64, program: &Program, stopping: &AtomicBo
             None
         };
         if let Some(by) = by {
-            let at_ns = if by == EndedBy::Quiet { last_busy } else { now };
+            let at_ns = if by == EndedBy::Quiet {
+                last_busy.max(last_read)
+            } else {
+                now
+            };
             return End {
                 at_ns,
                 by,
