@@ -371,11 +371,15 @@ fn bootstrap(rounds: &[Vec<f64>], figure: &impl Fn(&[f64]) -> Option<f64>) -> Op
     if n < 2 {
         return None;
     }
-    let mut random = SplitMix64(0x636f_6c64_7374_6172);
+    // The workspace's one splitmix64; n is small, so the modulo bias is
+    // below 2^-58.
+    let mut random = coldstart_sample::Rng::new(0x636f_6c64_7374_6172);
     let mut picked = vec![0; n];
     let mut values = Vec::with_capacity(RESAMPLES);
     for _ in 0..RESAMPLES {
-        picked.iter_mut().for_each(|p| *p = random.below(n));
+        picked
+            .iter_mut()
+            .for_each(|p| *p = (random.next_u64() % n as u64) as usize);
         values.extend(figure(&column_medians(rounds, &picked)));
     }
     if values.len() * 40 < RESAMPLES * 39 {
@@ -384,25 +388,6 @@ fn bootstrap(rounds: &[Vec<f64>], figure: &impl Fn(&[f64]) -> Option<f64>) -> Op
     values.sort_by(f64::total_cmp);
     let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
     Some((at(0.025), at(0.975)))
-}
-
-/// Sebastiano Vigna's splitmix64: enough randomness to resample a few
-/// rounds, and no dependency for it.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n (n small: the modulo bias is below 2^-58).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 #[cfg(test)]

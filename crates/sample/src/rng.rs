@@ -1,5 +1,6 @@
 //! The generator's own pseudo-random numbers, also the workspace's one
-//! splitmix64 (layout's partitioning hash and loadcost's run order draw from
+//! splitmix64 (layout's partitioning hash, loadcost's run order and the
+//! demo summary's bootstrap draw from
 //! [`Rng::next_u64`]).
 //!
 //! The sample app is ground truth for other tests, so the same seed must
