@@ -7,7 +7,7 @@
 //! loader's totals of a start against what ld.so itself counted during that
 //! same start (`LD_DEBUG=statistics`).
 
-use coldstart_sample::{BuildOptions, Module, SampleSpec, build, generate};
+use coldstart_sample::{Module, SampleSpec, generate_and_build};
 use coldstart_testkit::{can_trace, run_ok, skip, world_readable_temp_dir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -201,14 +201,7 @@ fn the_sample_apps_loader_phases_match_readelf_nm_and_ldd() {
         functions: 240,
         ..SampleSpec::tiny()
     };
-    generate(&spec, &dir.path().join("src")).expect("generate");
-    let app = build(
-        &dir.path().join("src"),
-        &dir.path().join("build"),
-        &BuildOptions::default(),
-        &mut |_| {},
-    )
-    .expect("build");
+    let app = generate_and_build(&spec, dir.path()).expect("generate and build");
     let db = dir.path().join("app.db");
     run_ok(
         coldstart()

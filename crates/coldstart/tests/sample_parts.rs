@@ -4,7 +4,7 @@
 //! is the manifest, placed in the file by `nm` (symbol addresses) and
 //! `readelf -l` (where each LOAD segment's addresses sit in the file).
 
-use coldstart_sample::{BuildOptions, PartSection, SampleSpec, build, generate};
+use coldstart_sample::{PartSection, SampleSpec, generate_and_build};
 use coldstart_testkit::{can_trace, run_ok, skip, world_readable_temp_dir};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -74,14 +74,8 @@ fn a_traced_start_reads_exactly_the_part_pages_the_manifest_names() {
         part_kib: 1024,
         ..SampleSpec::tiny()
     };
-    let truth = generate(&spec, &dir.path().join("src")).expect("generate");
-    let app = build(
-        &dir.path().join("src"),
-        &dir.path().join("build"),
-        &BuildOptions::default(),
-        &mut |_| {},
-    )
-    .expect("build");
+    let app = generate_and_build(&spec, dir.path()).expect("generate and build");
+    let truth = &app.ground_truth;
     let db = dir.path().join("parts.db");
     let mut trace = coldstart();
     trace.args([

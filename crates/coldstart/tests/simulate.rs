@@ -3,7 +3,7 @@
 //! of the pages read from the first trace must come within 10% of what
 //! the kernel really read in the others, for the app's own two binaries.
 
-use coldstart_sample::{BuildOptions, SampleSpec, build, generate};
+use coldstart_sample::{SampleSpec, generate_and_build};
 use coldstart_testkit::{can_trace, run_ok};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -64,14 +64,7 @@ fn predicted_reads_are_within_ten_percent_of_measured() {
         startup_share: 0.1,
         ..SampleSpec::tiny()
     };
-    generate(&spec, &dir.path().join("src")).expect("generate");
-    let app = build(
-        &dir.path().join("src"),
-        &dir.path().join("build"),
-        &BuildOptions::default(),
-        &mut |_| {},
-    )
-    .expect("build");
+    let app = generate_and_build(&spec, dir.path()).expect("generate and build");
     let db = dir.path().join("app.db");
     for read_ahead_kb in ["0", "128", "8192"] {
         trace(&db, &app, read_ahead_kb);

@@ -78,6 +78,19 @@ pub fn generate(spec: &SampleSpec, dir: &Path) -> Result<GroundTruth> {
     Ok(truth)
 }
 
+/// Generates the app `spec` describes into `dir/src` and builds it into
+/// `dir/build` with the default options.
+pub fn generate_and_build(spec: &SampleSpec, dir: &Path) -> Result<BuiltApp> {
+    let source = dir.join("src");
+    generate(spec, &source)?;
+    build(
+        &source,
+        &dir.join("build"),
+        &BuildOptions::default(),
+        &mut |_| {},
+    )
+}
+
 /// Writes `text` unless the file already holds exactly it.
 pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<()> {
     match fs::read(path) {
