@@ -196,6 +196,8 @@ pub struct NameRecorder {
     pub attachment: Attachment,
     drops: bpf::Map,
     stop: Arc<AtomicBool>,
+    /// Closed to wake the draining thread at once when stopping.
+    wake: Option<io::PipeWriter>,
     thread: Option<JoinHandle<Recorded>>,
     /// Calls this kernel has no usable tracepoint for.
     pub missing_calls: Vec<&'static str>,
@@ -232,17 +234,19 @@ impl NameRecorder {
         }
         let reader = bpf::RingReader::map(ring)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let (woken, wake) = io::pipe()?;
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("coldstart-names".into())
-                .spawn(move || drain_until(reader, &stop))?
+                .spawn(move || drain_until(reader, &stop, &woken))?
         };
         Ok(NameRecorder {
             _attached: attached,
             attachment,
             drops,
             stop,
+            wake: Some(wake),
             thread: Some(thread),
             missing_calls,
         })
@@ -252,7 +256,21 @@ impl NameRecorder {
     /// in the order they were recorded.
     pub fn finish(mut self) -> Recorded {
         bpf::detach_together(std::mem::take(&mut self._attached));
+        self.drain()
+    }
+
+    /// Drains what is recorded so far and returns it with the programs
+    /// still attached: detaching waits for the kernel (tens of ms), which
+    /// the caller can do while it works on, or together with other waits.
+    /// Names recorded after the drain are lost with the ring.
+    pub fn finish_apart(mut self) -> (Recorded, Attachments) {
+        let attached = Attachments(std::mem::take(&mut self._attached));
+        (self.drain(), attached)
+    }
+
+    fn drain(&mut self) -> Recorded {
         self.stop.store(true, Ordering::Release);
+        drop(self.wake.take());
         let mut recorded = self
             .thread
             .take()
@@ -267,10 +285,21 @@ impl NameRecorder {
     }
 }
 
+/// Programs of a [`NameRecorder`] still attached; dropping this detaches
+/// them, together.
+pub struct Attachments(Vec<OwnedFd>);
+
+impl Drop for Attachments {
+    fn drop(&mut self) {
+        bpf::detach_together(std::mem::take(&mut self.0));
+    }
+}
+
 impl Drop for NameRecorder {
     fn drop(&mut self) {
         bpf::detach_together(std::mem::take(&mut self._attached));
         self.stop.store(true, Ordering::Release);
+        drop(self.wake.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -848,7 +877,7 @@ fn load_program(insns: &[Insn], kind: bpf::ProgramType) -> io::Result<OwnedFd> {
 }
 
 /// Drains every few milliseconds until `stop`, then once more.
-fn drain_until(reader: bpf::RingReader, stop: &AtomicBool) -> Recorded {
+fn drain_until(reader: bpf::RingReader, stop: &AtomicBool, woken: &io::PipeReader) -> Recorded {
     let mut resolver = Resolver::default();
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -856,7 +885,8 @@ fn drain_until(reader: bpf::RingReader, stop: &AtomicBool) -> Recorded {
         if stopping {
             return resolver.recorded;
         }
-        reader.wait(10);
+        // The wake pipe's writer is closed right after the stop request.
+        reader.wait_or_woken(woken, 10);
     }
 }
 

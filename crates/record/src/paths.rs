@@ -44,7 +44,9 @@ pub struct SeenFile {
 /// Collects opens from every filesystem until stopped.
 pub struct OpenWatcher {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<HashMap<Inode, SeenFile>>>,
+    /// Closed to wake the collecting thread at once when stopping.
+    wake: Option<io::PipeWriter>,
+    thread: Option<JoinHandle<(HashMap<Inode, SeenFile>, OpenEvents)>>,
     /// Filesystems fanotify refused to watch (pseudo filesystems mostly).
     pub unwatched: Vec<String>,
 }
@@ -56,32 +58,47 @@ impl OpenWatcher {
         let group = OpenEvents::new()?;
         let unwatched = for_each_filesystem(|target| group.watch_filesystem(target));
         let stop = Arc::new(AtomicBool::new(false));
+        let (woken, wake) = io::pipe()?;
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("coldstart-opens".into())
-                .spawn(move || collect(group, &stop))?
+                .spawn(move || {
+                    let seen = collect(&group, &stop, &woken);
+                    (seen, group)
+                })?
         };
         Ok(OpenWatcher {
             stop,
+            wake: Some(wake),
             thread: Some(thread),
             unwatched,
         })
     }
 
     /// Stops watching and returns every file opened meanwhile.
-    pub fn finish(mut self) -> HashMap<Inode, SeenFile> {
+    pub fn finish(self) -> HashMap<Inode, SeenFile> {
+        self.finish_apart().0
+    }
+
+    /// As [`OpenWatcher::finish`], but hands back the fanotify group
+    /// instead of closing it: closing a group marked on filesystems waits
+    /// for the kernel to free its marks (about 20 ms here), which the
+    /// caller can do while it works on, or together with other waits.
+    pub fn finish_apart(mut self) -> (HashMap<Inode, SeenFile>, Option<OpenEvents>) {
         self.stop.store(true, Ordering::Release);
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+        drop(self.wake.take());
+        match self.thread.take().and_then(|t| t.join().ok()) {
+            Some((seen, group)) => (seen, Some(group)),
+            None => (HashMap::new(), None),
+        }
     }
 }
 
 impl Drop for OpenWatcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        drop(self.wake.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -140,7 +157,11 @@ fn is_pseudo(fstype: &str) -> bool {
 
 const EVENT_BUFFER: usize = 64 * 1024;
 
-fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<Inode, SeenFile> {
+fn collect(
+    group: &OpenEvents,
+    stop: &AtomicBool,
+    woken: &io::PipeReader,
+) -> HashMap<Inode, SeenFile> {
     let mut seen: HashMap<Inode, SeenFile> = HashMap::new();
     let here = Here::new();
     let mut buf = vec![0u8; EVENT_BUFFER];
@@ -150,8 +171,10 @@ fn collect(group: OpenEvents, stop: &AtomicBool) -> HashMap<Inode, SeenFile> {
         if stop.load(Ordering::Acquire) {
             draining = true;
         }
-        let timeout_ms = if draining { 0 } else { 20 };
-        if !group.wait(timeout_ms) {
+        // The wake pipe's writer is closed right after the stop request,
+        // so a stop is seen at once, not at the next timeout.
+        let timeout_ms = if draining { 0 } else { 100 };
+        if !group.wait_or_woken(woken, timeout_ms) {
             if draining {
                 return seen;
             }

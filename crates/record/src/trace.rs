@@ -11,7 +11,7 @@ use crate::loader::calibrate;
 use crate::loader::probes::{LoaderProbes, NoProbes};
 use crate::loader::spans::SpanAssembly;
 use crate::loader::{self};
-use crate::names::{NameRecorder, Recorded};
+use crate::names::{Attachments, NameRecorder, Recorded};
 use crate::paths::FileMapping;
 use crate::paths::{self, Inode, OpenWatcher, SeenFile};
 use crate::subvolumes::{Placed, SubvolumeRecorder, Subvolumes};
@@ -30,6 +30,7 @@ use coldstart_profile::{
 };
 use coldstart_system::build_id::build_id;
 use coldstart_system::cache;
+use coldstart_system::fanotify::OpenEvents;
 use coldstart_system::launch::{self, Ending, LaunchSpec, Launched, monotonic_ns};
 use coldstart_system::proc;
 use coldstart_system::readahead::{self, ReadaheadOverride, read_ahead_kb_for};
@@ -446,31 +447,51 @@ impl Drop for Preparing {
     }
 }
 
-/// The instance and uprobes being removed on a thread of their own while
-/// the trace is decoded and written (freeing the buffers and the events
-/// takes about 60 ms); dropping this waits for it.
-struct Removal(Option<std::thread::JoinHandle<()>>);
+/// What the trace leaves behind in the kernel, torn down on threads of
+/// their own while the trace is decoded and written: the instance and its
+/// uprobes (freeing the buffers and the events takes about 50 ms), the name
+/// recorder's programs and the open watcher's fanotify group (each waits
+/// for an RCU grace period, about 20 ms). Apart, those waits overlap
+/// instead of adding up. Dropping this waits for all of them.
+struct Removal(Vec<std::thread::JoinHandle<()>>);
 
 impl Removal {
-    fn start(instance: Instance, uprobes: Option<Uprobes>) -> Removal {
-        let remove = move || {
+    fn start(
+        instance: Instance,
+        uprobes: Option<Uprobes>,
+        names: Option<Attachments>,
+        opens: Option<OpenEvents>,
+    ) -> Removal {
+        let mut removal = Removal(Vec::new());
+        removal.spawn(move || {
             drop(instance);
+            // After the instance: probes enabled in it cannot be removed before.
             drop(uprobes);
-        };
-        // Without a thread, the closure is dropped, which removes them here.
-        match std::thread::Builder::new()
+        });
+        if let Some(names) = names {
+            removal.spawn(move || drop(names));
+        }
+        if let Some(opens) = opens {
+            removal.spawn(move || drop(opens));
+        }
+        removal
+    }
+
+    /// Runs `remove` on a thread, or here when no thread can be started
+    /// (the closure is then dropped, which removes what it holds).
+    fn spawn(&mut self, remove: impl FnOnce() + Send + 'static) {
+        if let Ok(thread) = std::thread::Builder::new()
             .name("coldstart-remove".into())
             .spawn(remove)
         {
-            Ok(thread) => Removal(Some(thread)),
-            Err(_) => Removal(None),
+            self.0.push(thread);
         }
     }
 }
 
 impl Drop for Removal {
     fn drop(&mut self) {
-        if let Some(thread) = self.0.take() {
+        for thread in self.0.drain(..) {
             let _ = thread.join();
         }
     }
@@ -545,11 +566,17 @@ impl Tracer {
             header,
             ..
         } = self;
-        let names = names.map(NameRecorder::finish);
-        let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
         let (buffers, trace_bytes, lost) = drain_and_count(readers, &instance);
-        let removing = Removal::start(instance, uprobes);
-        let opens = watcher.map(OpenWatcher::finish).unwrap_or_default();
+        let (names, attachments) = match names.map(NameRecorder::finish_apart) {
+            Some((names, attachments)) => (Some(names), Some(attachments)),
+            None => (None, None),
+        };
+        let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
+        let (opens, group) = match watcher.map(OpenWatcher::finish_apart) {
+            Some((opens, group)) => (opens, group),
+            None => (HashMap::new(), None),
+        };
+        let removing = Removal::start(instance, uprobes, attachments, group);
         Captured {
             _removing: removing,
             buffers,

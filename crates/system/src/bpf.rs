@@ -378,6 +378,20 @@ impl RingReader {
         )];
         let _ = rustix::event::poll(&mut fds, Some(&timeout));
     }
+
+    /// As [`RingReader::wait`], but also returns as soon as `wake` is
+    /// readable or its other end closed.
+    pub fn wait_or_woken(&self, wake: impl AsFd, timeout_ms: u64) {
+        let timeout = rustix::event::Timespec {
+            tv_sec: (timeout_ms / 1000) as _,
+            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
+        };
+        let mut fds = [
+            rustix::event::PollFd::new(&self.map, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(&wake, rustix::event::PollFlags::IN),
+        ];
+        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+    }
 }
 
 impl Drop for RingReader {

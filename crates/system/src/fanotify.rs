@@ -60,6 +60,23 @@ impl OpenEvents {
         matches!(rustix::event::poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
     }
 
+    /// As [`OpenEvents::wait`], but also returns (false, unless events are
+    /// queued too) as soon as `wake` is readable or its other end closed.
+    pub fn wait_or_woken(&self, wake: impl AsFd, timeout_ms: u64) -> bool {
+        let timeout = rustix::event::Timespec {
+            tv_sec: (timeout_ms / 1000) as _,
+            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
+        };
+        let mut fds = [
+            rustix::event::PollFd::new(&self.group, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(&wake, rustix::event::PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => fds[0].revents().contains(rustix::event::PollFlags::IN),
+            _ => false,
+        }
+    }
+
     /// Reads the queued events into `buffer` and hands each open to `each`;
     /// Ok(0) or an error when nothing could be read.
     pub fn read(&self, buffer: &mut [u8], mut each: impl FnMut(Opened)) -> io::Result<usize> {
