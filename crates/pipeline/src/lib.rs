@@ -39,7 +39,7 @@ pub fn sample_launch(executable: &Path) -> anyhow::Result<LaunchSpec> {
     })
 }
 
-/// How the loop traces a start: from a cold page cache, with a 64 MiB
+/// How the loop traces a start: from a cold page cache, with the default
 /// buffer per CPU, at `read_ahead_kb` (None: the device's own setting),
 /// without user-space faults (the report's chart sets `user_faults`).
 pub fn cold_trace(launch: LaunchSpec, read_ahead_kb: Option<u64>) -> TraceOptions {
