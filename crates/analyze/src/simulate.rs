@@ -16,7 +16,7 @@ use crate::readahead::{
 };
 use crate::relayout::Relayout;
 use crate::run::label;
-use coldstart_profile::{FileId, PageEventKind, Profile, Readahead, RunId};
+use coldstart_profile::{FileId, PageEventKind, Profile, Readahead, ReadaheadKind, RunId};
 use globset::GlobMatcher;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -442,6 +442,41 @@ pub fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, Simul
     }
 }
 
+/// The synchronous readahead calls of a run (page_cache_sync_ra: a read
+/// that found its first page uncached), each matched at most once to the
+/// read its page then entered the cache by.
+struct SyncReads {
+    /// (file, task) -> (time, first page, pages requested, matched yet).
+    calls: HashMap<(FileId, i32), Vec<(i64, u64, u64, bool)>>,
+}
+
+impl SyncReads {
+    fn of(run: &LoadedRun) -> SyncReads {
+        let mut calls: HashMap<(FileId, i32), Vec<(i64, u64, u64, bool)>> = HashMap::new();
+        for row in &run.readahead {
+            if row.kind == ReadaheadKind::Sync {
+                let pages = row.req_count.unwrap_or(1).max(1);
+                calls
+                    .entry((row.file_id, row.pid))
+                    .or_default()
+                    .push((row.t_ns, row.page, pages, false));
+            }
+        }
+        SyncReads { calls }
+    }
+
+    /// The pages requested by the unmatched call of the same task and file
+    /// that began at `event`'s page at or before it, when there is one.
+    fn take(&mut self, event: &coldstart_profile::PageEvent) -> Option<u64> {
+        let calls = self.calls.get_mut(&(event.file_id, event.pid))?;
+        let call = calls.iter_mut().rev().find(|(t_ns, page, _, matched)| {
+            !*matched && *t_ns <= event.t_ns && *page == event.page
+        })?;
+        call.3 = true;
+        Some(call.2)
+    }
+}
+
 /// One file's accesses by the traced tree, in time order.
 struct Stream {
     path: String,
@@ -452,13 +487,16 @@ struct Stream {
 
 /// Each file's accesses by the traced tree: the events that touched its
 /// pages ([`LoadedRun::touches`]). With readahead off, a page the tree read
-/// that no fault or read() demanded first was asked for explicitly
-/// (madvise, fadvise, readahead(2)); with readahead on, reads are
-/// readahead's own and not accesses.
+/// that no fault or read() demanded first was either read by the kernel
+/// for the task (the exec reading an ELF header: a synchronous readahead
+/// row covers it, and the reader's own access event comes only after the
+/// page is in) or asked for explicitly (madvise, fadvise, readahead(2));
+/// with readahead on, reads are readahead's own and not accesses.
 fn access_streams(run: &LoadedRun) -> Vec<Stream> {
     // Per file: its accesses, and the pages demanded so far.
     type Demanded = (Vec<(i64, Access)>, HashSet<u64>);
     let mut by_file: HashMap<FileId, Demanded> = HashMap::new();
+    let mut sync_reads = SyncReads::of(run);
     for event in &run.events {
         let Some(process) = run.tree_process(event.pid) else {
             continue;
@@ -492,6 +530,18 @@ fn access_streams(run: &LoadedRun) -> Vec<Stream> {
                 }
             }
             PageEventKind::Read if !demanded.contains(&event.page) => {
+                if let Some(pages) = sync_reads.take(event) {
+                    demanded.extend(event.page..event.page.saturating_add(pages));
+                    accesses.push((
+                        event.t_ns,
+                        Access {
+                            process,
+                            page: event.page,
+                            kind: AccessKind::Read { pages },
+                        },
+                    ));
+                    continue;
+                }
                 if let Some((
                     _,
                     Access {

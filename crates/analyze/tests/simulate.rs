@@ -8,7 +8,9 @@
 
 use coldstart_analyze::{SimulateOptions, simulate};
 use coldstart_profile::handmade;
-use coldstart_profile::{Batch, EndReason, NewFile, PageEvent, PageEventKind, Profile, RunEnd};
+use coldstart_profile::{
+    Batch, EndReason, NewFile, PageEvent, PageEventKind, Profile, ReadaheadKind, RunEnd,
+};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
@@ -144,4 +146,110 @@ fn with_readahead_off_a_fault_reads_its_page_only() {
     let report = simulate(&profile, &options).unwrap();
     let f = &report.files[0];
     assert_eq!((f.pages_read, f.read_requests, f.misses), (1, 1, 1));
+}
+
+/// A readahead-off run in which the kernel reads page 0 of each file for
+/// the app (as an exec reads an ELF header: the page enters the cache, and
+/// only then does the reader's access event come), then the app faults on
+/// page 1. `sync_rows[i]` says whether the trace has the synchronous
+/// readahead call (page_cache_sync_ra, one page asked) that read file i's
+/// page 0; without it the page reads as one the app asked for explicitly.
+fn write_read_then_fault_run(profile: &mut Profile, files: Vec<NewFile>, sync_rows: &[bool]) {
+    let run = profile.begin_run(&handmade::run_start(PAGE, 0)).unwrap();
+    let mut page_events = Vec::new();
+    let mut readahead = Vec::new();
+    for (i, &sync_row) in sync_rows.iter().enumerate() {
+        let file_id = Batch::batch_file_id(i);
+        let at = (i as i64 + 1) * MS;
+        if sync_row {
+            let mut row = handmade::readahead(ReadaheadKind::Sync, at, APP, file_id, 0, 0);
+            row.req_count = Some(1);
+            readahead.push(row);
+        }
+        for (t_ns, page, kind) in [
+            (at + 1_000, 0, PageEventKind::Read),
+            (at + 2_000, 0, PageEventKind::Access),
+            (at + 500_000, 1, PageEventKind::Fault),
+            (at + 500_000, 1, PageEventKind::Read),
+        ] {
+            page_events.push(PageEvent {
+                t_ns,
+                pid: APP,
+                file_id,
+                page,
+                npages: 1,
+                kind,
+            });
+        }
+    }
+    profile
+        .write(
+            run,
+            &Batch {
+                files,
+                processes: vec![handmade::process(APP, Some(APP), "app", true)],
+                page_events,
+                readahead,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    profile
+        .end_run(
+            run,
+            &RunEnd {
+                ended_ns: 10 * MS,
+                end_reason: EndReason::Exited,
+                exit_code: Some(0),
+                exit_signal: None,
+                root_pid: Some(APP),
+            },
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_page_the_kernel_read_for_the_task_opens_a_read_window_with_its_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = vec![
+        data_file(dir.path(), "read.dat"),
+        data_file(dir.path(), "asked.dat"),
+    ];
+    let mut profile = Profile::create_or_open(&dir.path().join("p.db")).unwrap();
+    write_read_then_fault_run(&mut profile, files, &[true, false]);
+    let options = SimulateOptions {
+        read_ahead_kb: Some(128),
+        ..SimulateOptions::default()
+    };
+    let report = simulate(&profile, &options).unwrap();
+    let by_name = |name: &str| {
+        report
+            .files
+            .iter()
+            .find(|f| f.path.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} in {:?}", report.files))
+    };
+    // A read of 1 page from a cold file (mm/readahead.c): the initial
+    // window is 4 pages (1 rounded up, times 4 while at most ra_pages / 32
+    // = 1), [0, 4), async_size 4 - 1 = 3 marks page 0 + 4 - 3 = 1. The
+    // fault on page 1 finds it cached but marked (fault-around leaves it
+    // unmapped): an asynchronous readahead of the next window, from 4 and
+    // twice as long (4 <= ra_pages / 2 = 16): [4, 12). 12 pages in 2
+    // requests, one miss (the read).
+    let read = by_name("read.dat");
+    assert_eq!(
+        (read.pages_read, read.read_requests, read.misses),
+        (12, 2, 1)
+    );
+    assert_eq!(read.requests_by_decision.get("sync-read"), Some(&1));
+    assert_eq!(read.requests_by_decision.get("async"), Some(&1));
+    // Asked for explicitly: page 0 alone, no mark. The fault on page 1
+    // misses and reads around it: [1 - 16 -> 0, 32) less the cached page
+    // 0, 31 pages. 32 pages in 2 requests, one miss (the fault).
+    let asked = by_name("asked.dat");
+    assert_eq!(
+        (asked.pages_read, asked.read_requests, asked.misses),
+        (32, 2, 1)
+    );
+    assert_eq!(asked.requests_by_decision.get("explicit"), Some(&1));
 }
