@@ -213,6 +213,23 @@ fn a_broken_plan_or_changed_file_never_stops_the_program() {
     assert!(stderr.contains("no-such.plan"), "{stderr}");
     assert!(stderr.contains("without prefetching"), "{stderr}");
 
+    // A FIFO at the plan's path: opening it would wait for a writer. The
+    // program starts, and the prefetcher (which reads the plan) ends at
+    // once: `output` waits for it too, as it holds stderr.
+    let fifo = dir.path().join("fifo.plan");
+    let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let out = run_ok(
+        coldstart()
+            .args(["run", "--plan"])
+            .arg(&fifo)
+            .args(["--", "echo", "started"]),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("fifo.plan: not a regular file"), "{stderr}");
+
     // A file that changed since the plan was made is named once, and skipped.
     let data = dir.path().join("data");
     let mut planned = cold_file(&data, 8);

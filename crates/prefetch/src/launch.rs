@@ -43,19 +43,23 @@ pub struct Launch {
 /// found, 126 otherwise. Must be called while the process has one thread.
 pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
     let mut environment = Vec::new();
-    match load(&launch.plan) {
-        Ok(plan) => {
-            if launch.no_read_around {
-                environment = audit_environment(&plan);
+    if launch.program_waits_for_the_plan() {
+        match load(&launch.plan) {
+            Ok(plan) => {
+                if launch.no_read_around {
+                    environment = audit_environment(&plan);
+                }
+                if launch.wait {
+                    let report = replay::replay(&plan, &launch.replay, &AtomicBool::new(false));
+                    tell(&launch.plan, &plan, &report, launch.verbose);
+                } else {
+                    start_prefetcher(launch, Loaded::Here(&plan));
+                }
             }
-            if launch.wait {
-                let report = replay::replay(&plan, &launch.replay, &AtomicBool::new(false));
-                tell(&launch.plan, &plan, &report, launch.verbose);
-            } else {
-                start_prefetcher(launch, &plan);
-            }
+            Err(e) => eprintln!("{NAME}: {e}; starting the program without prefetching"),
         }
-        Err(e) => eprintln!("{NAME}: {e}; starting the program without prefetching"),
+    } else {
+        start_prefetcher(launch, Loaded::ByPrefetcher);
     }
     let Some(program) = command.first() else {
         eprintln!("{NAME}: no program to start");
@@ -77,6 +81,25 @@ pub fn exec_with_plan(launch: &Launch, command: &[OsString]) -> u8 {
     }
 }
 
+impl Launch {
+    /// Whether the program starts only once the plan is read: it needs the
+    /// plan's files for the audit module (`no_read_around`), waits for the
+    /// whole replay (`wait`) or for its lead. Otherwise the prefetcher reads
+    /// the plan, and reading it cold (the file's directory, inode and data:
+    /// dependent reads from the disk) is not on the program's way.
+    fn program_waits_for_the_plan(&self) -> bool {
+        self.no_read_around || self.wait || self.lead_bytes > 0
+    }
+}
+
+/// Where the prefetcher's plan comes from.
+enum Loaded<'a> {
+    /// Read before the fork.
+    Here(&'a Plan),
+    /// To be read by the prefetcher itself, after the fork.
+    ByPrefetcher,
+}
+
 /// The variables that load the `--no-read-around` module, or none (said once
 /// on stderr) when it cannot be installed: the program starts either way.
 fn audit_environment(plan: &Plan) -> Vec<(&'static str, OsString)> {
@@ -89,10 +112,25 @@ fn audit_environment(plan: &Plan) -> Vec<(&'static str, OsString)> {
     })
 }
 
-/// The plan at `path`, or why it cannot be used.
+/// The plan at `path`, or why it cannot be used. Only a regular file is
+/// read: opening a FIFO would wait for a writer, and a device or /proc file
+/// is no plan (the open does not block, and the type is checked before any
+/// read).
 fn load(path: &Path) -> Result<Plan, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the plan {}: {e}", path.display()))?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot =
+        |e: &dyn std::fmt::Display| format!("cannot read the plan {}: {e}", path.display());
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| cannot(&e))?;
+    if !file.metadata().map_err(|e| cannot(&e))?.is_file() {
+        return Err(cannot(&"not a regular file"));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|e| cannot(&e))?;
     format::parse(&text, path).map_err(|e| e.to_string())
 }
 
@@ -103,7 +141,7 @@ pub const LEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1
 /// or init's (the program need not reap it), and lets it run the plan until
 /// the program, which this process becomes by exec, exits. With a lead, waits
 /// for the prefetcher to say it has requested that much first.
-fn start_prefetcher(launch: &Launch, plan: &Plan) {
+fn start_prefetcher(launch: &Launch, plan: Loaded<'_>) {
     // A pidfd of this process survives exec and reports the program's exit.
     let program = ExitWatch::of_self();
     // The prefetcher tells the lead by writing a byte; both ends are
@@ -124,7 +162,15 @@ fn start_prefetcher(launch: &Launch, plan: &Plan) {
         Ok(Forked::Child) => {
             // SAFETY: still single-threaded.
             if let Ok(Forked::Child) = unsafe { process::fork() } {
-                run_prefetcher(launch, plan, &program, lead);
+                match plan {
+                    Loaded::Here(plan) => run_prefetcher(launch, plan, &program, lead),
+                    Loaded::ByPrefetcher => match load(&launch.plan) {
+                        Ok(plan) => run_prefetcher(launch, &plan, &program, lead),
+                        Err(e) => {
+                            eprintln!("{NAME}: {e}; the program runs without prefetching");
+                        }
+                    },
+                }
             }
             // The intermediate child ends at once.
             process::exit_now(0);
