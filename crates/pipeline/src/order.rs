@@ -255,7 +255,8 @@ fn linker() -> (Linker, Vec<String>) {
     (Linker::Gold, vec!["-fuse-ld=gold".into()])
 }
 
-/// Links the plain objects again with the order files.
+/// Links the plain objects again with the order files (copied from the
+/// plain build, not compiled again).
 fn relink(
     plain: &Plain<'_>,
     orders: &OrderFiles,
@@ -271,6 +272,8 @@ fn relink(
             extra_ldflags,
             library_ldflags: orders.usage[0].clone(),
             executable_ldflags: orders.usage[1].clone(),
+            // The same objects, linked again: none is compiled twice.
+            reuse_from: Some(plain.app.build_dir.clone()),
             ..plain.options.clone()
         },
         &mut |_| {},

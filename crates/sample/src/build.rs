@@ -104,6 +104,11 @@ pub struct BuildOptions {
     pub executable_ldflags: Vec<String>,
     /// Compilers run at once; 0 counts as 1.
     pub jobs: usize,
+    /// Another build directory of the same sources: an object or part
+    /// library whose key matches the one there (same compiler, flags and
+    /// source) is copied from it instead of compiled. A relink with other
+    /// link flags (an order file) then compiles nothing.
+    pub reuse_from: Option<PathBuf>,
 }
 
 impl Default for BuildOptions {
@@ -118,6 +123,7 @@ impl Default for BuildOptions {
             library_ldflags: Vec::new(),
             executable_ldflags: Vec::new(),
             jobs: thread::available_parallelism().map_or(1, NonZero::get),
+            reuse_from: None,
         }
     }
 }
@@ -223,6 +229,8 @@ pub fn build(
             .with_context(|| format!("reading {}", header_path.display()))?,
         source_dir: &source_dir,
         object_dir: build_dir.join(OBJECT_DIR),
+        build_dir: &build_dir,
+        reuse_from: options.reuse_from.as_deref(),
     };
     let mut objects = vec![
         planner.plan(&truth.library.support_source, Some(Module::Library))?,
@@ -476,9 +484,36 @@ struct ObjectPlanner<'a> {
     header: Vec<u8>,
     source_dir: &'a Path,
     object_dir: PathBuf,
+    build_dir: &'a Path,
+    /// [`BuildOptions::reuse_from`].
+    reuse_from: Option<&'a Path>,
 }
 
 impl ObjectPlanner<'_> {
+    /// Whether `artifact` (in this build directory) must be built for
+    /// `key`: not when it is there with that key, or when the same file
+    /// of the build to reuse from has that key and was copied here.
+    fn stale(&self, artifact: &Path, key: &str) -> Result<bool> {
+        if artifact.exists() && read_key(artifact).as_deref() == Some(key) {
+            return Ok(false);
+        }
+        let Some(other) = self.reuse_from.and_then(|from| {
+            let relative = artifact.strip_prefix(self.build_dir).ok()?;
+            Some(from.join(relative))
+        }) else {
+            return Ok(true);
+        };
+        if !other.exists() || read_key(&other).as_deref() != Some(key) {
+            return Ok(true);
+        }
+        // The key last: a copy cut short leaves the artifact without it.
+        remove_key(artifact)?;
+        fs::copy(&other, artifact)
+            .with_context(|| format!("copying {} to {}", other.display(), artifact.display()))?;
+        write_key(artifact, key)?;
+        Ok(false)
+    }
+
     fn read(&self, source_name: &str) -> Result<(PathBuf, Vec<u8>)> {
         let source = self.source_dir.join(source_name);
         let text = fs::read(&source).with_context(|| {
@@ -525,7 +560,7 @@ impl ObjectPlanner<'_> {
             output.display().to_string(),
             source.display().to_string(),
         ]);
-        let stale = !output.exists() || read_key(output).as_deref() != Some(key.as_str());
+        let stale = self.stale(output, &key)?;
         Ok(ObjectJob {
             source_name: source_name.to_string(),
             module: None,
@@ -562,7 +597,7 @@ impl ObjectPlanner<'_> {
             "-o".to_string(),
             object.display().to_string(),
         ]);
-        let stale = !object.exists() || read_key(&object).as_deref() != Some(key.as_str());
+        let stale = self.stale(&object, &key)?;
         Ok(ObjectJob {
             source_name: source_name.to_string(),
             module,

@@ -375,6 +375,74 @@ fn rebuilds_only_what_changed() {
 }
 
 #[test]
+fn a_build_reusing_another_compiles_only_what_differs() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let source = dir.path().join("src");
+    let truth = generate(&SampleSpec::tiny(), &source).expect("generate");
+    let objects = truth.translation_units.len() + 2;
+    let parts = truth.parts.len();
+    let plain = build(
+        &source,
+        &dir.path().join("plain"),
+        &BuildOptions::default(),
+        &mut |_| {},
+    )
+    .expect("plain build");
+
+    let build_counting = |into: &str, options: &BuildOptions| {
+        let mut compiled = 0;
+        let app = build(&source, &dir.path().join(into), options, &mut |event| {
+            compiled += usize::from(matches!(event, BuildEvent::Compiled { .. }));
+        })
+        .expect("build");
+        app.run().expect("runs");
+        (app, compiled)
+    };
+    // Linked with other flags, from the plain build's objects and parts.
+    let relinked = BuildOptions {
+        extra_ldflags: vec!["-Wl,-O1".to_string()],
+        reuse_from: Some(plain.build_dir.clone()),
+        ..BuildOptions::default()
+    };
+    let (copy, compiled) = build_counting("relinked", &relinked);
+    assert_eq!(compiled, 0);
+    let mut copied = 0;
+    for entry in fs::read_dir(plain.build_dir.join("obj")).expect("plain objects") {
+        let other = entry.expect("entry").path();
+        if other.extension().is_some_and(|e| e == "o") {
+            let object = copy
+                .build_dir
+                .join("obj")
+                .join(other.file_name().expect("name"));
+            assert_eq!(
+                fs::read(&object).expect("copied object"),
+                fs::read(&other).expect("object")
+            );
+            copied += 1;
+        }
+    }
+    assert_eq!(copied, objects);
+    for (part, other) in copy.parts.iter().zip(&plain.parts) {
+        assert_eq!(
+            fs::read(part).expect("copied part"),
+            fs::read(other).expect("part")
+        );
+    }
+    // Other compile flags: every object is compiled, the parts still copied.
+    let recompiled = BuildOptions {
+        extra_cflags: vec!["-fno-omit-frame-pointer".to_string()],
+        ..relinked.clone()
+    };
+    assert_eq!(build_counting("recompiled", &recompiled).1, objects);
+    // Nothing to reuse from: everything is built.
+    let fresh = BuildOptions {
+        reuse_from: Some(dir.path().join("no-such-build")),
+        ..BuildOptions::default()
+    };
+    assert_eq!(build_counting("fresh", &fresh).1, objects + parts);
+}
+
+#[test]
 fn a_compile_error_names_the_unit_and_shows_the_compiler_output() {
     let dir = tempfile::tempdir().expect("tmp");
     let source = dir.path().join("src");
