@@ -446,20 +446,33 @@ pub fn default_source(profile: &Profile) -> Result<coldstart_profile::Run, Simul
 /// that found its first page uncached), each matched at most once to the
 /// read its page then entered the cache by.
 struct SyncReads {
-    /// (file, task) -> (time, first page, pages requested, matched yet).
-    calls: HashMap<(FileId, i32), Vec<(i64, u64, u64, bool)>>,
+    /// Per (file, task), in time order.
+    calls: HashMap<(FileId, i32), Vec<SyncRead>>,
+}
+
+/// One synchronous readahead call.
+struct SyncRead {
+    t_ns: i64,
+    page: u64,
+    /// Pages the read asked for.
+    pages: u64,
+    matched: bool,
 }
 
 impl SyncReads {
     fn of(run: &LoadedRun) -> SyncReads {
-        let mut calls: HashMap<(FileId, i32), Vec<(i64, u64, u64, bool)>> = HashMap::new();
+        let mut calls: HashMap<(FileId, i32), Vec<SyncRead>> = HashMap::new();
         for row in &run.readahead {
             if row.kind == ReadaheadKind::Sync {
-                let pages = row.req_count.unwrap_or(1).max(1);
                 calls
                     .entry((row.file_id, row.pid))
                     .or_default()
-                    .push((row.t_ns, row.page, pages, false));
+                    .push(SyncRead {
+                        t_ns: row.t_ns,
+                        page: row.page,
+                        pages: row.req_count.unwrap_or(1).max(1),
+                        matched: false,
+                    });
             }
         }
         SyncReads { calls }
@@ -469,11 +482,12 @@ impl SyncReads {
     /// that began at `event`'s page at or before it, when there is one.
     fn take(&mut self, event: &coldstart_profile::PageEvent) -> Option<u64> {
         let calls = self.calls.get_mut(&(event.file_id, event.pid))?;
-        let call = calls.iter_mut().rev().find(|(t_ns, page, _, matched)| {
-            !*matched && *t_ns <= event.t_ns && *page == event.page
-        })?;
-        call.3 = true;
-        Some(call.2)
+        let call = calls
+            .iter_mut()
+            .rev()
+            .find(|c| !c.matched && c.t_ns <= event.t_ns && c.page == event.page)?;
+        call.matched = true;
+        Some(call.pages)
     }
 }
 
