@@ -57,17 +57,26 @@ fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 
             });
         }
     }
-    profile
-        .write(
-            run,
-            &Batch {
-                files,
-                processes: vec![handmade::process(APP, Some(APP), "app", true)],
-                page_events,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    write_and_end(
+        profile,
+        run,
+        Batch {
+            files,
+            page_events,
+            ..Default::default()
+        },
+    );
+    run
+}
+
+/// Writes `batch` into `run` with the app as its one process, and ends
+/// the run: the app exited at 10 ms.
+fn write_and_end(profile: &mut Profile, run: i64, batch: Batch) {
+    let batch = Batch {
+        processes: vec![handmade::process(APP, Some(APP), "app", true)],
+        ..batch
+    };
+    profile.write(run, &batch).unwrap();
     profile
         .end_run(
             run,
@@ -80,7 +89,6 @@ fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 
             },
         )
         .unwrap();
-    run
 }
 
 #[test]
@@ -182,30 +190,16 @@ fn write_read_then_fault_run(profile: &mut Profile, files: Vec<NewFile>, sync_ro
             });
         }
     }
-    profile
-        .write(
-            run,
-            &Batch {
-                files,
-                processes: vec![handmade::process(APP, Some(APP), "app", true)],
-                page_events,
-                readahead,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    profile
-        .end_run(
-            run,
-            &RunEnd {
-                ended_ns: 10 * MS,
-                end_reason: EndReason::Exited,
-                exit_code: Some(0),
-                exit_signal: None,
-                root_pid: Some(APP),
-            },
-        )
-        .unwrap();
+    write_and_end(
+        profile,
+        run,
+        Batch {
+            files,
+            page_events,
+            readahead,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
