@@ -47,14 +47,7 @@ fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 
     for (i, &page) in faults.iter().enumerate() {
         let at = (i as i64 + 1) * MS;
         for kind in [PageEventKind::Fault, PageEventKind::Read] {
-            page_events.push(PageEvent {
-                t_ns: at,
-                pid: APP,
-                file_id: Batch::batch_file_id(i),
-                page,
-                npages: 1,
-                kind,
-            });
+            page_events.push(app_event(at, Batch::batch_file_id(i), page, kind));
         }
     }
     write_and_end(
@@ -67,6 +60,18 @@ fn write_run(profile: &mut Profile, files: Vec<NewFile>, faults: &[u64]) -> i64 
         },
     );
     run
+}
+
+/// An event of the app on one page.
+fn app_event(t_ns: i64, file_id: i64, page: u64, kind: PageEventKind) -> PageEvent {
+    PageEvent {
+        t_ns,
+        pid: APP,
+        file_id,
+        page,
+        npages: 1,
+        kind,
+    }
 }
 
 /// Writes `batch` into `run` with the app as its one process, and ends
@@ -180,14 +185,7 @@ fn write_read_then_fault_run(profile: &mut Profile, files: Vec<NewFile>, sync_ro
             (at + 500_000, 1, PageEventKind::Fault),
             (at + 500_000, 1, PageEventKind::Read),
         ] {
-            page_events.push(PageEvent {
-                t_ns,
-                pid: APP,
-                file_id,
-                page,
-                npages: 1,
-                kind,
-            });
+            page_events.push(app_event(t_ns, file_id, page, kind));
         }
     }
     write_and_end(
