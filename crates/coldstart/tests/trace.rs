@@ -385,10 +385,13 @@ fn ctrl_c_keeps_the_profile_and_cleans_up() {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
+    // The whole status: a signal's number says who ended coldstart.
     assert_eq!(
         out.status.code(),
         Some(130),
-        "{}",
+        "{:?}; stdout: {}; stderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     let summary = json(&out);
