@@ -31,7 +31,7 @@ use coldstart_system::bpf;
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -886,7 +886,7 @@ fn drain_until(reader: bpf::RingReader, stop: &AtomicBool, woken: &io::PipeReade
             return resolver.recorded;
         }
         // The wake pipe's writer is closed right after the stop request.
-        reader.wait_or_woken(woken, 10);
+        reader.wait(Some(woken.as_fd()), 10);
     }
 }
 

@@ -13,7 +13,7 @@ use coldstart_system::proc;
 use std::collections::HashMap;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -174,7 +174,7 @@ fn collect(
         // The wake pipe's writer is closed right after the stop request,
         // so a stop is seen at once, not at the next timeout.
         let timeout_ms = if draining { 0 } else { 100 };
-        if !group.wait_or_woken(woken, timeout_ms) {
+        if !group.wait(Some(woken.as_fd()), timeout_ms) {
             if draining {
                 return seen;
             }

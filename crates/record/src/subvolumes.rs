@@ -297,7 +297,7 @@ fn drain_until(reader: bpf::RingReader, stop: &AtomicBool) -> Vec<Hit> {
         if stopping {
             return hits;
         }
-        reader.wait(10);
+        reader.wait(None, 10);
     }
 }
 

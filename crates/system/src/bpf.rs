@@ -366,31 +366,10 @@ impl RingReader {
         }
     }
 
-    /// Waits until a record may be ready or `timeout_ms` passes.
-    pub fn wait(&self, timeout_ms: u64) {
-        let timeout = rustix::event::Timespec {
-            tv_sec: (timeout_ms / 1000) as _,
-            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &self.map,
-            rustix::event::PollFlags::IN,
-        )];
-        let _ = rustix::event::poll(&mut fds, Some(&timeout));
-    }
-
-    /// As [`RingReader::wait`], but also returns as soon as `wake` is
-    /// readable or its other end closed.
-    pub fn wait_or_woken(&self, wake: impl AsFd, timeout_ms: u64) {
-        let timeout = rustix::event::Timespec {
-            tv_sec: (timeout_ms / 1000) as _,
-            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
-        };
-        let mut fds = [
-            rustix::event::PollFd::new(&self.map, rustix::event::PollFlags::IN),
-            rustix::event::PollFd::new(&wake, rustix::event::PollFlags::IN),
-        ];
-        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+    /// Waits until a record may be ready, `wake` (when given) is readable
+    /// or closed at its other end, or `timeout_ms` passes.
+    pub fn wait(&self, wake: Option<BorrowedFd<'_>>, timeout_ms: u64) {
+        crate::process::poll_readable(self.map.as_fd(), wake, timeout_ms);
     }
 }
 

@@ -11,7 +11,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -47,34 +47,11 @@ impl OpenEvents {
         )
     }
 
-    /// Waits up to `timeout_ms` for events; whether some are queued.
-    pub fn wait(&self, timeout_ms: u64) -> bool {
-        let timeout = rustix::event::Timespec {
-            tv_sec: (timeout_ms / 1000) as _,
-            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &self.group,
-            rustix::event::PollFlags::IN,
-        )];
-        matches!(rustix::event::poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
-    }
-
-    /// As [`OpenEvents::wait`], but also returns (false, unless events are
-    /// queued too) as soon as `wake` is readable or its other end closed.
-    pub fn wait_or_woken(&self, wake: impl AsFd, timeout_ms: u64) -> bool {
-        let timeout = rustix::event::Timespec {
-            tv_sec: (timeout_ms / 1000) as _,
-            tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
-        };
-        let mut fds = [
-            rustix::event::PollFd::new(&self.group, rustix::event::PollFlags::IN),
-            rustix::event::PollFd::new(&wake, rustix::event::PollFlags::IN),
-        ];
-        match rustix::event::poll(&mut fds, Some(&timeout)) {
-            Ok(n) if n > 0 => fds[0].revents().contains(rustix::event::PollFlags::IN),
-            _ => false,
-        }
+    /// Waits up to `timeout_ms` for events, returning early when `wake`
+    /// (when given) is readable or closed at its other end; whether events
+    /// are queued.
+    pub fn wait(&self, wake: Option<BorrowedFd<'_>>, timeout_ms: u64) -> bool {
+        crate::process::poll_readable(self.group.as_fd(), wake, timeout_ms)
     }
 
     /// Reads the queued events into `buffer` and hands each open to `each`;

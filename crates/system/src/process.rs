@@ -8,7 +8,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, PidfdFlags, Resource, WaitOptions};
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 /// Which side of a fork this is.
@@ -63,6 +63,27 @@ pub fn wait_readable(fd: impl AsFd, timeout: Duration) {
             Err(rustix::io::Errno::INTR) => continue,
             _ => return,
         }
+    }
+}
+
+/// Waits up to `timeout_ms` until `fd` is readable, or `wake` (when given)
+/// is readable or closed at its other end; whether `fd` is readable.
+pub(crate) fn poll_readable(
+    fd: BorrowedFd<'_>,
+    wake: Option<BorrowedFd<'_>>,
+    timeout_ms: u64,
+) -> bool {
+    let timeout = Timespec {
+        tv_sec: (timeout_ms / 1000) as _,
+        tv_nsec: ((timeout_ms % 1000) * 1_000_000) as _,
+    };
+    let mut fds = vec![PollFd::new(&fd, PollFlags::IN)];
+    if let Some(wake) = &wake {
+        fds.push(PollFd::new(wake, PollFlags::IN));
+    }
+    match rustix::event::poll(&mut fds, Some(&timeout)) {
+        Ok(n) if n > 0 => fds[0].revents().contains(PollFlags::IN),
+        _ => false,
     }
 }
 
