@@ -571,22 +571,16 @@ impl Tracer {
             ..
         } = self;
         let (buffers, trace_bytes, lost) = drain_and_count(readers, &instance);
-        let (names, attachments) = match names.map(NameRecorder::finish_apart) {
-            Some((names, attachments)) => (Some(names), Some(attachments)),
-            None => (None, None),
-        };
+        let (names, attachments) = names.map(NameRecorder::finish_apart).unzip();
         let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
-        let (opens, group) = match watcher.map(OpenWatcher::finish_apart) {
-            Some((opens, group)) => (opens, group),
-            None => (HashMap::new(), None),
-        };
-        let removing = Removal::start(instance, uprobes, attachments, group);
+        let (opens, group) = watcher.map(OpenWatcher::finish_apart).unzip();
+        let removing = Removal::start(instance, uprobes, attachments, group.flatten());
         Captured {
             _removing: removing,
             buffers,
             trace_bytes,
             lost,
-            opens,
+            opens: opens.unwrap_or_default(),
             names,
             subvolumes,
             decoder,
