@@ -121,3 +121,38 @@ for seed in "$pack"/gcc-* "$pack"/lld-*; do
     fi
 done
 ls -la "$pack"/gcc-* "$pack"/lld-*
+
+# block_map: clang-19 builds with a basic-block address map, in each shape
+# the reader handles (version 2, ranges, profile fields, ELF32, big-endian).
+if command -v clang-19 >/dev/null; then
+    blocks="$here/corpus/block_map"
+    mkdir -p "$blocks"
+    cat > "$work/b.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) int work(int x) {
+  if (__builtin_expect(x < 0, 0)) { fprintf(stderr, "negative %d\n", x); abort(); }
+  int s = 0;
+  for (int i = 0; i < x; i++) s += i * x;
+  return s;
+}
+int main(int argc, char **argv) { (void)argv; return work(argc) & 1; }
+C
+    printf 'v1\nf work\nc 0 1 2\n' > "$work/clusters.txt"
+    map="-O2 -fbasic-block-address-map"
+    clang-19 $map -fPIE -pie "$work/b.c" -o "$blocks/pie"
+    clang-19 $map -fPIC -shared -fuse-ld=lld "$work/b.c" -o "$blocks/shared.so"
+    clang-19 $map -ffunction-sections -fbasic-block-sections=list="$work/clusters.txt" \
+        -mllvm -pgo-analysis-map=func-entry-count,bb-freq,br-prob "$work/b.c" -o "$blocks/split-pgo"
+    cat > "$work/bare.c" <<'C'
+__attribute__((noinline)) int pick(int x) { return x > 2 ? x * 3 : x - 1; }
+void _start(void) { volatile int v = pick(5); (void)v; for (;;) {} }
+C
+    for target in i386-linux-gnu aarch64_be-linux-gnu; do
+        clang-19 $map --target=$target -nostdlib -static -fuse-ld=lld "$work/bare.c" \
+            -o "$blocks/bare-$target"
+    done
+    ls -la "$blocks"
+else
+    echo "no block_map seeds: apt-get install clang-19 lld-19" >&2
+fi

@@ -1,11 +1,14 @@
 //! coldstart's binary room: reads ELF (and PE and Mach-O) files into one
 //! model of what a cold start has to load: segments and sections with their
 //! place in the file, dynamic entries, relocations by type and the pages
-//! they write, static initializers, and layout problems worth fixing.
+//! they write, static initializers, and layout problems worth fixing; and,
+//! in [`block_map`], where the basic blocks of each function lie, from the
+//! map clang's -fbasic-block-address-map leaves in a linked ELF file.
 //!
 //! Parsing is zero-copy over a read-only map and panic-free: malformed input
 //! becomes an [`Error`] that names the file.
 
+pub mod block_map;
 mod demangle;
 mod elf;
 mod error;
