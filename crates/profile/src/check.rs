@@ -25,6 +25,13 @@ pub fn non_negative(name: &str, value: i64) -> Result<u64, String> {
     u64::try_from(value).map_err(|_| format!("{name} {value} is negative"))
 }
 
+/// A u64 a row stores as SQLite's signed INTEGER: it must fit 63 bits.
+/// User-space addresses and counts always do; a larger value is a tracer
+/// bug, refused before it is stored (it would read back negative).
+pub fn stored_u64(name: &str, value: u64) -> Result<i64, String> {
+    i64::try_from(value).map_err(|_| format!("{name} {value:#x} does not fit 63 bits"))
+}
+
 /// An optional value that must be zero or more when present.
 pub fn non_negative_opt(name: &str, value: Option<i64>) -> Result<Option<u64>, String> {
     value.map(|v| non_negative(name, v)).transpose()

@@ -1,12 +1,13 @@
 //! coldstart's profile room: one SQLite file holds many traced runs of a
 //! program (their processes, files, page events, readahead decisions and
-//! marks). The tracer writes it; every analysis reads it; nothing else is
-//! shared between them.
+//! marks), and block-level startup traces apart from them. The tracer
+//! writes it; every analysis reads it; nothing else is shared between them.
 //!
 //! A run's row is committed before its events, and each batch of rows is
 //! its own transaction, so a crash keeps everything already written and
 //! leaves the run marked incomplete.
 
+mod blocks;
 mod check;
 pub mod handmade;
 mod loader;
@@ -59,6 +60,13 @@ pub enum Error {
         run: RunId,
         hint: String,
     },
+    #[error("{path}: no block run{} in this profile{hint}", numbered(run))]
+    NoSuchBlockRun {
+        path: PathBuf,
+        /// None when the newest was asked for.
+        run: Option<BlockRunId>,
+        hint: String,
+    },
     #[error("{path}: {detail}")]
     Invalid { path: PathBuf, detail: String },
     /// A row whose values no run could have produced (see `check`).
@@ -70,9 +78,23 @@ pub enum Error {
         row: String,
         detail: String,
     },
+    /// A row of a block run that no trace could have produced.
+    #[error("{path}: block run {run}: {table} row {row}: {detail}")]
+    BadBlockRow {
+        path: PathBuf,
+        run: BlockRunId,
+        table: &'static str,
+        row: String,
+        detail: String,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// " 7" for block run 7, nothing when the newest was asked for.
+fn numbered(run: &Option<BlockRunId>) -> String {
+    run.map(|id| format!(" {id}")).unwrap_or_default()
+}
 
 /// Gives the profile at `path`, with SQLite's `-wal` and `-shm` files
 /// beside it, to `uid`:`gid`: a profile created through sudo belongs to
@@ -351,6 +373,17 @@ impl Profile {
                 hint: String::new(),
             });
         }
+        self.without_foreign_keys(write)
+    }
+
+    /// Runs `write` with SQLite's foreign key checks off, and turns them
+    /// back on whatever it returned. The caller checks the references.
+    fn without_foreign_keys<T>(
+        &mut self,
+        write: impl FnOnce(&mut Profile) -> Result<T>,
+    ) -> Result<T> {
+        let path = self.path.clone();
+        let fail = |source| damaged(&path, source);
         self.conn
             .execute_batch("PRAGMA foreign_keys = OFF")
             .map_err(fail)?;

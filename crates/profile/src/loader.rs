@@ -95,12 +95,9 @@ fn checked_span(
     })
 }
 
-/// A u64 the row stores as INTEGER: it must fit 63 bits. User-space
-/// addresses and counts always do; a larger value is a tracer bug.
+/// An optional u64 the row stores as INTEGER (see [`check::stored_u64`]).
 fn stored_u64(name: &str, value: Option<u64>) -> std::result::Result<Option<i64>, String> {
-    value
-        .map(|v| i64::try_from(v).map_err(|_| format!("{name} {v:#x} does not fit 63 bits")))
-        .transpose()
+    value.map(|v| check::stored_u64(name, v)).transpose()
 }
 
 /// Inserts a batch's spans after the run's earlier ones, numbered in order

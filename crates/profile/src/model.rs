@@ -557,6 +557,128 @@ pub struct LoaderSpan {
     pub probe_hits: Option<u64>,
 }
 
+/// A block run's row id. Block runs are numbered apart from [`RunId`]s.
+pub type BlockRunId = i64;
+
+/// A block-level startup trace: the program ran under a ptrace tracer with
+/// a one-shot breakpoint on every basic block its files' block maps
+/// (`.llvm_bb_addr_map`) name. A recording of its own kind, not a [`Run`]:
+/// it has no page events, and no analysis of runs sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockRun {
+    /// Ignored when writing; the profile numbers block runs itself.
+    pub id: BlockRunId,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    /// Wall clock when the program was started.
+    pub started_at_unix_ns: i64,
+    /// From the start to the end of the trace.
+    pub duration_ns: u64,
+    pub end_reason: BlockEndReason,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// Who the program ran as.
+    pub uid: u32,
+    pub gid: u32,
+    /// The process the tracer started.
+    pub root_pid: i32,
+    /// Breakpoint traps the tracer handled: first runs of blocks, threads
+    /// racing to one, and the dynamic loader's notifications.
+    pub traps: u64,
+    pub tool_version: String,
+}
+
+/// Why a block run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockEndReason {
+    /// Every traced process exited.
+    Exited,
+    /// The timeout passed and the program was killed.
+    Timeout,
+    /// The user interrupted coldstart and the program was killed.
+    Interrupted,
+}
+
+impl BlockEndReason {
+    pub const ALL: [BlockEndReason; 3] = [
+        BlockEndReason::Exited,
+        BlockEndReason::Timeout,
+        BlockEndReason::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockEndReason::Exited => "exited",
+            BlockEndReason::Timeout => "timeout",
+            BlockEndReason::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<BlockEndReason> {
+        BlockEndReason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == text)
+    }
+}
+
+/// A file mapped executable during a block run, traced or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockFile {
+    /// Its number in the run: the files of a run are 0, 1, ... in order,
+    /// so `files[event.file as usize]` is the file a [`BlockEvent`] names.
+    pub file: u32,
+    /// The path it was mapped from; need not be UTF-8.
+    #[serde(serialize_with = "lossy_path")]
+    pub path: std::path::PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub build_id: Option<String>,
+    /// It had a block map and its blocks were traced.
+    pub has_map: bool,
+    /// Why its block map could not be read, when it could not.
+    pub problem: Option<String>,
+    /// Breakpoints written in it, over every process that mapped it.
+    pub armed: u64,
+}
+
+/// A basic block's first run in one process of a block run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockEvent {
+    /// The process (tgid) that ran it.
+    pub pid: i32,
+    /// Rank of this first run among the process's first runs, from 1;
+    /// unique within the process.
+    pub first_seq: u64,
+    /// The [`BlockFile::file`] holding the block.
+    pub file: u32,
+    /// Link-time address of the entry of the block's function.
+    pub function: u64,
+    /// Raw (mangled) name of the function; None when it has none.
+    pub symbol: Option<String>,
+    /// The block's id in its function's block map.
+    pub bb_id: u32,
+    /// Link-time address of the block.
+    pub address: u64,
+    /// File offset of the block.
+    pub offset: u64,
+    /// Bytes of the block.
+    pub size: u64,
+    /// The first run, ns after the program was started.
+    pub first_t_ns: i64,
+}
+
+/// Paths need not be UTF-8, and serde refuses those that are not; a
+/// report should still show them.
+fn lossy_path<S: serde::Serializer>(
+    path: &std::path::Path,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

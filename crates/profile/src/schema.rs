@@ -8,7 +8,7 @@ pub const APPLICATION_ID: i32 = 0x636f_6c64;
 
 /// The schema this build writes and reads. Older versions are upgraded in
 /// place by [`MIGRATIONS`] when a profile is opened.
-pub const SCHEMA_VERSION: i32 = 8;
+pub const SCHEMA_VERSION: i32 = 9;
 
 /// The `functions` table, in both the new-profile schema and the 2 -> 3
 /// migration, so the two cannot drift apart.
@@ -107,6 +107,61 @@ CREATE TABLE loader_spans (
     lookups    INTEGER,                   -- relocate: symbol lookups counted during it, when counted
     depth      INTEGER NOT NULL,          -- nesting among this task's spans, 0 outermost
     PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"#
+    };
+}
+
+/// The block-level startup trace tables, in both the new-profile schema
+/// and the 8 -> 9 migration. A block run is a recording of its own, not a
+/// `runs` row: it has no page events, and no analysis of runs sees it.
+/// Addresses, offsets and counts are u64 values as INTEGER; the writer
+/// refuses one past 2^63 - 1, so a negative one is a damaged row.
+macro_rules! block_runs_tables {
+    () => {
+        r#"
+CREATE TABLE block_runs (
+    id                 INTEGER PRIMARY KEY,
+    argv               TEXT NOT NULL,     -- JSON array of strings
+    cwd                TEXT NOT NULL,
+    started_at_unix_ns INTEGER NOT NULL,  -- wall clock when the program was started
+    duration_ns        INTEGER NOT NULL,  -- from the start to the end of the trace
+    end_reason         TEXT NOT NULL,     -- exited | timeout | interrupted
+    exit_code          INTEGER,
+    exit_signal        INTEGER,
+    uid                INTEGER NOT NULL,  -- user the program ran as
+    gid                INTEGER NOT NULL,
+    root_pid           INTEGER NOT NULL,
+    traps              INTEGER NOT NULL,  -- breakpoint traps the tracer handled
+    tool_version       TEXT NOT NULL
+);
+CREATE TABLE block_files (
+    block_run_id INTEGER NOT NULL REFERENCES block_runs(id) ON DELETE CASCADE,
+    file         INTEGER NOT NULL,        -- 0, 1, ... within the run
+    path         TEXT NOT NULL,           -- UTF-8 text; a path that is not UTF-8 is its bytes as a BLOB
+    dev          INTEGER NOT NULL,        -- st_dev as user space sees it (the u64 bit pattern)
+    ino          INTEGER NOT NULL,
+    size         INTEGER NOT NULL,
+    mtime_ns     INTEGER NOT NULL,
+    build_id     TEXT,
+    has_map      INTEGER NOT NULL,        -- 1 when the file had a block map and was traced
+    problem      TEXT,                    -- why its block map could not be read
+    armed        INTEGER NOT NULL,        -- breakpoints written in it, over every process
+    PRIMARY KEY (block_run_id, file)
+) WITHOUT ROWID;
+CREATE TABLE blocks (
+    block_run_id INTEGER NOT NULL REFERENCES block_runs(id) ON DELETE CASCADE,
+    pid          INTEGER NOT NULL,        -- process (tgid) that ran the block
+    first_seq    INTEGER NOT NULL,        -- rank of the block's first run in that process, from 1
+    file         INTEGER NOT NULL,        -- block_files.file of the same run (checked by the writer)
+    function     INTEGER NOT NULL,        -- link-time address of the function's entry
+    symbol       TEXT,                    -- raw function name; NULL when none
+    bb_id        INTEGER NOT NULL,        -- the block's id in the function's block map
+    address      INTEGER NOT NULL,        -- link-time address of the block
+    offset       INTEGER NOT NULL,        -- file offset of the block
+    size         INTEGER NOT NULL,        -- bytes of the block
+    first_t_ns   INTEGER NOT NULL,        -- first run, ns after the program was started
+    PRIMARY KEY (block_run_id, pid, first_seq)
 ) WITHOUT ROWID;
 "#
     };
@@ -218,7 +273,8 @@ CREATE TABLE lost_events (
     loader_spans_table!(),
     probe_cost_columns!(),
     inode_loads_table!(),
-    path_lookups_table!()
+    path_lookups_table!(),
+    block_runs_tables!()
 );
 
 /// The 7 -> 8 columns of `files`, which a new profile has in its table.
@@ -273,4 +329,6 @@ ALTER TABLE page_events_v2 RENAME TO page_events;
     // 7 -> 8: what each file row holds, the path the program opened it
     // by, and what names a row without a path.
     file_origin_columns!(),
+    // 8 -> 9: block-level startup traces, apart from `runs`.
+    block_runs_tables!(),
 ];

@@ -346,6 +346,9 @@ fn one_complete_run(path: &Path) -> RunId {
 const BEFORE_FILE_ORIGIN: &str = "ALTER TABLE files DROP COLUMN note; \
     ALTER TABLE files DROP COLUMN opened_as; ALTER TABLE files DROP COLUMN kind;";
 
+/// Takes a current profile back to schema 8's tables: no block runs.
+const BEFORE_BLOCK_RUNS: &str = "DROP TABLE blocks; DROP TABLE block_files; DROP TABLE block_runs;";
+
 /// Takes a current profile back to schema 3's layout: no loader spans, no
 /// `runs.loader` nor `runs.loader_hit_ns` (the last columns, so the others
 /// keep their places).
@@ -389,7 +392,7 @@ fn a_schema_1_profile_is_upgraded_when_opened() {
              ALTER TABLE v1 RENAME TO page_events;
              CREATE INDEX page_events_by_run ON page_events (run_id, file_id);
              DROP TABLE functions;
-             {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN}
+             {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN} {BEFORE_BLOCK_RUNS}
              PRAGMA user_version = 1;
              COMMIT;"
         ))
@@ -604,7 +607,7 @@ fn a_schema_2_profile_gains_the_functions_table() {
         .unwrap()
         .execute_batch(&format!(
             "BEGIN; DROP TABLE functions; {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN} \
-             PRAGMA user_version = 2; COMMIT;"
+             {BEFORE_BLOCK_RUNS} PRAGMA user_version = 2; COMMIT;"
         ))
         .unwrap();
 
@@ -886,7 +889,8 @@ fn a_schema_3_profile_gains_loader_spans_and_the_runs_loader_column() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN} PRAGMA user_version = 3; COMMIT;"
+            "BEGIN; {BEFORE_LOADER_SPANS} {BEFORE_FILE_ORIGIN} {BEFORE_BLOCK_RUNS} \
+             PRAGMA user_version = 3; COMMIT;"
         ))
         .unwrap();
 
@@ -984,7 +988,8 @@ fn a_schema_4_profile_gains_probe_hits_and_the_cost_of_a_hit() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; {BEFORE_PROBE_COST} {BEFORE_FILE_ORIGIN} PRAGMA user_version = 4; COMMIT;"
+            "BEGIN; {BEFORE_PROBE_COST} {BEFORE_FILE_ORIGIN} {BEFORE_BLOCK_RUNS} \
+             PRAGMA user_version = 4; COMMIT;"
         ))
         .unwrap();
 
@@ -1015,7 +1020,7 @@ fn a_schema_5_profile_gains_the_inode_loads_table() {
         .unwrap()
         .execute_batch(&format!(
             "BEGIN; DROP TABLE path_lookups; DROP TABLE inode_loads; {BEFORE_FILE_ORIGIN} \
-             PRAGMA user_version = 5; COMMIT;"
+             {BEFORE_BLOCK_RUNS} PRAGMA user_version = 5; COMMIT;"
         ))
         .unwrap();
 
@@ -1041,7 +1046,8 @@ fn a_schema_6_profile_gains_the_path_lookups_table() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; DROP TABLE path_lookups; {BEFORE_FILE_ORIGIN} PRAGMA user_version = 6; COMMIT;"
+            "BEGIN; DROP TABLE path_lookups; {BEFORE_FILE_ORIGIN} {BEFORE_BLOCK_RUNS} \
+             PRAGMA user_version = 6; COMMIT;"
         ))
         .unwrap();
 
@@ -1067,7 +1073,7 @@ fn a_schema_7_profile_gains_the_file_origin_columns_left_unknown() {
     Connection::open(&path)
         .unwrap()
         .execute_batch(&format!(
-            "BEGIN; {BEFORE_FILE_ORIGIN} PRAGMA user_version = 7; COMMIT;"
+            "BEGIN; {BEFORE_FILE_ORIGIN} {BEFORE_BLOCK_RUNS} PRAGMA user_version = 7; COMMIT;"
         ))
         .unwrap();
 
@@ -1101,6 +1107,96 @@ fn a_schema_7_profile_gains_the_file_origin_columns_left_unknown() {
     drop(Profile::create_or_open(&fresh).unwrap());
     let pragma = "table_xinfo(files)";
     assert_eq!(shape(&path, pragma), shape(&fresh, pragma));
+}
+
+/// Everything a profile says about its runs, as text, to compare a
+/// profile before and after an upgrade.
+fn everything_about_runs(p: &Profile) -> String {
+    let mut all = format!("{:?}", p.runs().unwrap());
+    for run in p.runs().unwrap() {
+        let id = run.id;
+        all += &format!(
+            "{:?}{:?}{:?}{:?}{:?}{:?}{:?}{:?}{:?}{:?}",
+            p.processes(id).unwrap(),
+            p.files(id).unwrap(),
+            p.page_events(id).unwrap(),
+            p.readahead(id).unwrap(),
+            p.marks(id).unwrap(),
+            p.lost_events(id).unwrap(),
+            p.functions(id).unwrap(),
+            p.loader_spans(id).unwrap(),
+            p.inode_loads(id).unwrap(),
+            p.path_lookups(id).unwrap(),
+        );
+    }
+    all
+}
+
+#[test]
+fn a_schema_8_profile_gains_the_block_run_tables_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v8.db");
+    let run = one_complete_run(&path);
+    let before = {
+        let mut p = Profile::create_or_open(&path).unwrap();
+        let ids: Vec<FileId> = p.files(run).unwrap().iter().map(|f| f.id).collect();
+        p.write_functions(run, &[], &[function(100, 1, ids[0], Some("main"))])
+            .unwrap();
+        everything_about_runs(&p)
+    };
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(&format!(
+            "BEGIN; {BEFORE_BLOCK_RUNS} PRAGMA user_version = 8; COMMIT;"
+        ))
+        .unwrap();
+
+    // Reading upgrades it too.
+    let p = Profile::open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(
+        everything_about_runs(&p),
+        before,
+        "every row of its runs kept"
+    );
+    assert_eq!(p.block_runs().unwrap(), []);
+    let err = p.block_run(None).unwrap_err().to_string();
+    assert!(err.contains("coldstart trace --blocks"), "{err}");
+    drop(p);
+
+    // And it takes block runs like a new profile.
+    let mut p = Profile::create_or_open(&path).unwrap();
+    let block_run = BlockRun {
+        id: 0,
+        argv: vec!["/bin/app".into()],
+        cwd: "/".into(),
+        started_at_unix_ns: 1,
+        duration_ns: 2,
+        end_reason: BlockEndReason::Exited,
+        exit_code: Some(0),
+        exit_signal: None,
+        uid: 0,
+        gid: 0,
+        root_pid: 100,
+        traps: 0,
+        tool_version: "test".into(),
+    };
+    let id = p.write_block_run(&block_run, &[], &[]).unwrap();
+    assert_eq!(p.block_run(None).unwrap().id, id);
+    assert_eq!(everything_about_runs(&p), before, "a block run is no run");
+
+    let fresh = dir.path().join("fresh.db");
+    drop(Profile::create_or_open(&fresh).unwrap());
+    for table in ["block_runs", "block_files", "blocks"] {
+        for pragma in [
+            format!("table_xinfo({table})"),
+            format!("index_list({table})"),
+        ] {
+            assert_eq!(shape(&path, &pragma), shape(&fresh, &pragma), "{pragma}");
+        }
+    }
+    let foreign_keys = "foreign_key_list(blocks)";
+    assert_eq!(shape(&path, foreign_keys), shape(&fresh, foreign_keys));
 }
 
 #[test]
