@@ -137,6 +137,65 @@ impl Relayout {
         }
     }
 
+    /// Predicts the layout a split build gives `index`'s file: each
+    /// function's startup blocks (`clusters`, each a list of (file offset,
+    /// bytes) now, in cluster order) packed back to back, the clusters in
+    /// order from the start of the code section that holds them, each at a
+    /// function's alignment, as clang's cluster file and lld's symbol order
+    /// place them. The rest of each function moves out of the way (to its
+    /// `.cold` part), which matters to no start replayed from the blocks
+    /// it ran ([`Relayout::with_functions`]).
+    pub fn split(path: &str, index: &OffsetIndex, clusters: &[Vec<(u64, u64)>]) -> Relayout {
+        let mut summary = RelayoutSummary {
+            ordered: clusters.len() as u64,
+            ..RelayoutSummary::default()
+        };
+        let section = clusters.iter().flatten().next().and_then(|&(offset, _)| {
+            index
+                .sections()
+                .iter()
+                .find(|s| s.executable && s.offset <= offset && offset < s.end())
+        });
+        let mut moves = Vec::new();
+        let mut sections = Vec::new();
+        if let Some(section) = section {
+            sections.push((section.offset, section.end()));
+            summary.sections.push(section.name.clone());
+            let mut address = section.address;
+            for cluster in clusters {
+                address = address.next_multiple_of(MAX_ALIGN);
+                let mut placed = false;
+                for &(offset, size) in cluster {
+                    if offset < section.offset || offset + size > section.end() {
+                        continue;
+                    }
+                    moves.push((
+                        offset,
+                        offset + size,
+                        section.offset + (address - section.address),
+                    ));
+                    address += size;
+                    summary.placed_bytes += size;
+                    placed = true;
+                }
+                if placed {
+                    summary.placed += 1;
+                } else {
+                    summary.missing += 1;
+                }
+            }
+        }
+        moves.sort_unstable();
+        Relayout {
+            path: path.to_string(),
+            moves,
+            code_sections: sections.clone(),
+            sections,
+            summary,
+            functions: None,
+        }
+    }
+
     /// Predicts from the functions a start called instead of whole pages.
     pub fn with_functions(mut self, functions: Vec<CalledFunction>) -> Relayout {
         self.functions = Some(functions);

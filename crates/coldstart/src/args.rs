@@ -310,7 +310,11 @@ The run ends when the program exits, when a line of its output matches --ready-r
 when --ready-file appears, or at --timeout; then its whole process tree is terminated. \
 The program's standard input is /dev/null (it runs in its own process group, where \
 reading the terminal would stop it); its output is passed through. \
-Ctrl-C stops the run, keeps what was recorded and cleans up.";
+Ctrl-C stops the run, keeps what was recorded and cleans up.
+
+With --blocks the run records basic blocks instead of pages (docs/order.md, \
+\"Splitting functions\"): no kernel tracing, no cache dropped, no root needed; the \
+run ends when every process it started exited, or at --timeout.";
 
 const TRACE_EXAMPLES: &str = "\
 Examples:
@@ -318,7 +322,8 @@ Examples:
   sudo coldstart trace -o ff.db --ready-regex . -- firefox-esr --headless --screenshot /tmp/x.png about:blank
   sudo coldstart trace --cache selective -o ff.db -- firefox-esr ...   (evicts the files of the previous run)
   sudo coldstart trace --cache warm --json -o app.db -- ./app
-  sudo coldstart trace --loader -o lo.db --ready-file /tmp/x.pdf -- soffice --headless --convert-to pdf --outdir /tmp x.odt";
+  sudo coldstart trace --loader -o lo.db --ready-file /tmp/x.pdf -- soffice --headless --convert-to pdf --outdir /tmp x.odt
+  coldstart trace --blocks -o app.db -- ./build-bbmap/app   (clang -fbasic-block-address-map; no root needed)";
 
 #[derive(Debug, Args)]
 #[command(mut_arg("command", |a| a.help("The program and its arguments")))]
@@ -358,6 +363,13 @@ pub struct TraceArgs {
     /// instrumentation runtime (see `coldstart runtime`), for `coldstart order`
     #[arg(long)]
     pub functions: bool,
+
+    /// Record which basic blocks the start runs, in first-run order, instead of pages:
+    /// the program runs under ptrace with a one-shot breakpoint on every block of the
+    /// files built with clang -fbasic-block-address-map (needs no root), for
+    /// `coldstart order --clusters`
+    #[arg(long, conflicts_with_all = ["functions", "user_faults", "loader", "read_ahead_kb", "evict", "evict_from", "ready_regex", "ready_file"])]
+    pub blocks: bool,
 
     /// Set every device's read_ahead_kb to this for the run, restored after. With 0
     /// the kernel reads only the pages the program demands, so pages read are pages
@@ -513,7 +525,12 @@ so the order holds more than startup ran; trace with --read-ahead-kb 0 for exact
 
 Diagnostics say which symbols cannot be ordered for the chosen linker and why, and how \
 much of startup's bytes the file covers. Give the objects of the link (--objects) to \
-check that each symbol has a section of its own (-ffunction-sections -fdata-sections).";
+check that each symbol has a section of its own (-ffunction-sections -fdata-sections).
+
+With --clusters the order splits functions: from a block trace of --binary (`coldstart \
+trace --blocks`), each function's startup blocks go into one cluster of clang's \
+-fbasic-block-sections=list file, the rest of it into its .cold part, and the order \
+places the clusters in first-run order (docs/order.md, \"Splitting functions\").";
 
 const ORDER_EXAMPLES: &str = "\
 Examples:
@@ -521,7 +538,10 @@ Examples:
   coldstart order app.db --binary build/app --linker lld -o app.order
   clang++ ... -fuse-ld=lld -Wl,--symbol-ordering-file=app.order
   coldstart order ff.db --binary /usr/lib/firefox-esr/libxul.so --linker bolt -o xul.order
-  coldstart order app.db --binary build/app --linker bfd --strategy balanced -o app.ld   (then -T app.ld)";
+  coldstart order app.db --binary build/app --linker bfd --strategy balanced -o app.ld   (then -T app.ld)
+  coldstart trace --blocks -o app.db -- ./bbmap/app   (built with clang -fbasic-block-address-map)
+  coldstart order app.db --binary bbmap/app --linker lld --clusters app.clusters -o app.order
+  clang ... -ffunction-sections -fbasic-block-sections=list=app.clusters -fuse-ld=lld -Wl,--symbol-ordering-file=app.order";
 
 #[derive(Debug, Args)]
 pub struct OrderArgs {
@@ -561,6 +581,16 @@ pub struct OrderArgs {
     /// Objects and archives of the link, to check sections (repeatable)
     #[arg(long, value_name = "PATH")]
     pub objects: Vec<PathBuf>,
+
+    /// Split functions: from a block trace (`coldstart trace --blocks` of --binary, built
+    /// with clang -fbasic-block-address-map), write clang's cluster file here (for
+    /// -fbasic-block-sections=list=FILE) and lld's symbol order to -o
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pages", "module", "runs", "objects"])]
+    pub clusters: Option<PathBuf>,
+
+    /// With --clusters: the block run to take [default: the newest]
+    #[arg(long, value_name = "N", requires = "clusters")]
+    pub block_run: Option<i64>,
 
     /// GNU ld to ask for its version and default script (--linker bfd)
     #[arg(long, default_value = "ld", value_name = "LD")]
@@ -661,6 +691,16 @@ pub struct SimulateArgs {
     /// pages, which count every symbol on a touched page as used
     #[arg(long, value_name = "N", requires = "order")]
     pub functions_run: Option<i64>,
+
+    /// Predict the split layout `coldstart order --clusters` gives --binary (the build
+    /// traced with --blocks, with its block map): the blocks the block run ran are
+    /// replayed at their places in the split build
+    #[arg(long, requires = "binary", conflicts_with = "order")]
+    pub split: bool,
+
+    /// With --split: the block run to take [default: the newest]
+    #[arg(long, value_name = "N", requires = "split")]
+    pub block_run: Option<i64>,
 
     #[command(flatten)]
     pub format: OutputFormat,

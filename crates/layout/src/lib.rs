@@ -11,6 +11,7 @@ mod error;
 pub mod model;
 pub mod objects;
 pub mod read;
+pub mod split;
 mod strategy;
 pub mod traced;
 

@@ -6,6 +6,7 @@
 //! belong to coldstart-system.
 
 pub mod attach;
+pub mod blocks;
 mod bpf_asm;
 pub mod filesystems;
 pub mod function_records;

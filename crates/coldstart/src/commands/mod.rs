@@ -2,6 +2,7 @@
 //! the library crates and prints the result.
 
 pub mod bench;
+mod blocks;
 pub mod demo;
 pub mod evict;
 pub mod inspect;

@@ -4,8 +4,11 @@
 use crate::args::OrderArgs;
 use crate::output;
 use anyhow::{Context, bail};
+use coldstart_layout::Linker;
+use coldstart_layout::split::{SplitReport, split_from_profile};
 use coldstart_layout::traced::{ProfileOrder, order_from_profile};
 use coldstart_profile::Profile;
+use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
@@ -13,6 +16,9 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
         bail!("--json prints the diagnostics to stdout; give the order file a path with -o");
     }
     let profile = Profile::open(&args.profile)?;
+    if let Some(clusters) = &args.clusters {
+        return split(args, &profile, clusters);
+    }
     let report = order_from_profile(
         &profile,
         &ProfileOrder {
@@ -39,4 +45,86 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
         eprint!("{}", coldstart_report::order::render(&report));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--clusters`: the cluster file and lld's order from a block trace.
+fn split(args: &OrderArgs, profile: &Profile, clusters: &Path) -> anyhow::Result<ExitCode> {
+    if args.linker != Linker::Lld {
+        bail!(
+            "--clusters writes clang's cluster file and the symbol order lld takes: give --linker lld \
+             (gold, GNU ld and the others cannot order the split parts by symbol)"
+        );
+    }
+    let report = split_from_profile(profile, &args.binary, args.block_run)?;
+    write_file(clusters, &report.order.cluster_file())?;
+    let order = report.order.symbol_order();
+    if args.output.as_os_str() == "-" {
+        output::print_text(&order)?;
+    } else {
+        write_file(&args.output, &order)?;
+    }
+    if args.json {
+        output::print_json(&report)?;
+    } else {
+        eprint!("{}", render_split(&report, clusters));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `text` whole to a file beside `path`, then renames it over
+/// `path`: an interrupted write leaves the old file.
+fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("writing {}", path.display()))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn render_split(report: &SplitReport, clusters: &Path) -> String {
+    let order = &report.order;
+    let human = coldstart_binary::human_bytes;
+    let mut out = format!(
+        "{} functions split from block run {} of {}: {} blocks ran, {} of code in startup \
+         clusters instead of {} in whole functions\n",
+        order.functions.len(),
+        report.block_run,
+        report.traced_file.display(),
+        order.blocks_ran,
+        human(order.startup_bytes()),
+        human(order.function_bytes()),
+    );
+    out.push_str(&format!("cluster file: {}\n", clusters.display()));
+    if !order.unsplit.is_empty() {
+        let bytes: u64 = order.unsplit.iter().map(|u| u.startup_bytes).sum();
+        out.push_str(&format!(
+            "{} functions that ran are not split ({} of startup code stays where it is):\n",
+            order.unsplit.len(),
+            human(bytes)
+        ));
+        for unsplit in order.unsplit.iter().take(20) {
+            out.push_str(&format!(
+                "  {} at {:#x}: {}\n",
+                unsplit.name.as_deref().unwrap_or("(unnamed)"),
+                unsplit.address,
+                unsplit.reason
+            ));
+        }
+        if order.unsplit.len() > 20 {
+            out.push_str(&format!(
+                "  ... and {} more (--json lists them all)\n",
+                order.unsplit.len() - 20
+            ));
+        }
+    }
+    for warning in &report.warnings {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
+    out
 }

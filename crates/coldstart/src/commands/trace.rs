@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
+    if args.blocks {
+        return super::blocks::run(args);
+    }
     if args.buffer_mb == 0 {
         bail!("--buffer-mb must be at least 1");
     }

@@ -1,0 +1,582 @@
+//! `coldstart trace --blocks` and `coldstart order --clusters` on C programs
+//! built with clang's -fbasic-block-address-map. Oracles: valgrind's
+//! instruction trace (lackey) for which blocks ran and in what order, the
+//! program's source for what ran in which process, and nm and the relinked
+//! build's own block map for the split layout.
+
+use coldstart_binary::block_map::{BlockMap, read_block_map_path};
+use coldstart_profile::Profile;
+use coldstart_testkit::{run_ok, skip};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn coldstart() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldstart"))
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// clang-19 (and the other tools named), or false after a skip.
+fn tools(extra: &[&str]) -> bool {
+    for tool in std::iter::once(&"clang-19").chain(extra) {
+        if !have(tool) {
+            skip(&format!("{tool} is not installed"));
+            return false;
+        }
+    }
+    true
+}
+
+fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("coldstart-blocks-test")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// The order main calls them in.
+const CALLED: [&str; 5] = ["f3", "f0", "f4", "f2", "f1"];
+
+/// A single-threaded program whose blocks depend only on its code: each
+/// `fN` takes branches by its argument, and `never` is never called.
+fn simple_source() -> String {
+    let mut text = String::from(
+        "#include <stdio.h>\n\
+         volatile int sink;\n\
+         __attribute__((noinline)) void never(int x) { for (int i = 0; i < x; i++) sink += i; puts(\"never\"); }\n",
+    );
+    for n in 0..CALLED.len() {
+        text.push_str(&format!(
+            "__attribute__((noinline)) int f{n}(int x) {{\n\
+             \x20 int s = 0;\n\
+             \x20 for (int i = 0; i < x; i++) {{ if (i % 3 == 0) s += i * {n}; else if (i > 1000000) {{ puts(\"big\"); s -= 1; }} else s ^= i; }}\n\
+             \x20 if (x > 100000) never(x);\n\
+             \x20 return s;\n\
+             }}\n"
+        ));
+    }
+    text.push_str("int main(int argc, char **argv) {\n  int s = 0;\n");
+    for name in CALLED {
+        text.push_str(&format!("  s += {name}(argc + 6);\n"));
+    }
+    text.push_str(
+        "  if (argc > 50) never(argc);\n  printf(\"result %d\\n\", s);\n  return 0;\n}\n",
+    );
+    text
+}
+
+fn clang(dir: &Path, source: &str, out: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{out}.c"));
+    std::fs::write(&src, source).unwrap();
+    let path = dir.join(out);
+    run_ok(
+        Command::new("clang-19")
+            .args(flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&path),
+    );
+    path
+}
+
+/// Block runs of `file_name` in the newest block run of `db`: (pid,
+/// function symbol, bb id, address) in first-run order per process.
+fn traced_blocks(db: &Path, file_name: &str) -> Vec<(i32, String, u32, u64)> {
+    let profile = Profile::open(db).unwrap();
+    let run = profile.block_run(None).unwrap();
+    let files = profile.block_files(run.id).unwrap();
+    let wanted: HashSet<u32> = files
+        .iter()
+        .filter(|f| f.path.file_name().is_some_and(|n| n == file_name))
+        .map(|f| f.file)
+        .collect();
+    profile
+        .blocks(run.id)
+        .unwrap()
+        .into_iter()
+        .filter(|b| wanted.contains(&b.file))
+        .map(|b| (b.pid, b.symbol.unwrap_or_default(), b.bb_id, b.address))
+        .collect()
+}
+
+/// The first execution of each block start of `map`, in order, from
+/// valgrind's instruction trace of `program`.
+fn lackey_first_runs(program: &Path, map: &BlockMap, dir: &Path) -> Vec<u64> {
+    let starts: HashSet<u64> = map
+        .functions
+        .iter()
+        .flat_map(|f| &f.ranges)
+        .flat_map(|r| &r.blocks)
+        .filter(|b| b.size > 0)
+        .map(|b| b.address)
+        .collect();
+    let log = dir.join("lackey.log");
+    run_ok(
+        Command::new("valgrind")
+            .args(["--tool=lackey", "--trace-mem=yes"])
+            .arg(format!("--log-file={}", log.display()))
+            .arg(program),
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut seen = HashSet::new();
+    let mut order = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("I  ") else {
+            continue;
+        };
+        let Some(address) = rest
+            .split(',')
+            .next()
+            .and_then(|a| u64::from_str_radix(a.trim(), 16).ok())
+        else {
+            continue;
+        };
+        if starts.contains(&address) && seen.insert(address) {
+            order.push(address);
+        }
+    }
+    order
+}
+
+#[test]
+fn blocks_and_their_order_match_valgrinds_instruction_trace() {
+    if !tools(&["valgrind"]) {
+        return;
+    }
+    let dir = temp_dir();
+    // Not position-independent: valgrind runs it at its link addresses.
+    let flags = ["-O2", "-fno-pie", "-no-pie", "-fbasic-block-address-map"];
+    check_against_lackey(dir.path(), "simple", &flags);
+}
+
+/// lld packs the segments' pages: the first page of the code segment is
+/// also mapped, read-only, as the end of the segment before it, at another
+/// address. Breakpoints must go to the code's own mapping.
+#[test]
+fn blocks_of_an_lld_link_match_valgrinds_instruction_trace() {
+    if !tools(&["valgrind"]) || lld().is_none() {
+        return;
+    }
+    let dir = temp_dir();
+    let flags = [
+        "-O2",
+        "-fno-pie",
+        "-no-pie",
+        "-fbasic-block-address-map",
+        "-fuse-ld=lld",
+    ];
+    check_against_lackey(dir.path(), "simple-lld", &flags);
+}
+
+fn check_against_lackey(dir: &Path, name: &str, flags: &[&str]) {
+    let program = clang(dir, &simple_source(), name, flags);
+    let plain_output = run_ok(&mut Command::new(&program)).stdout;
+    let db = dir.join("b.db");
+    let traced = run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "--json", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&program),
+    );
+    let summary: Value = serde_json::from_slice(&traced.stdout).unwrap();
+    assert_eq!(summary["end_reason"], "exited", "{summary:#}");
+    assert_eq!(summary["exit_code"], 0, "{summary:#}");
+
+    let map = read_block_map_path(&program).unwrap().expect("a block map");
+    let oracle = lackey_first_runs(&program, &map, dir);
+    let blocks = traced_blocks(&db, name);
+    let ours: Vec<u64> = blocks.iter().map(|b| b.3).collect();
+    assert!(oracle.len() > 20, "valgrind saw {} blocks", oracle.len());
+    assert_eq!(ours, oracle, "first runs, in order");
+    // `never` has blocks; none ran.
+    assert!(blocks.iter().all(|b| b.1 != "never"));
+    assert!(
+        map.functions
+            .iter()
+            .any(|f| f.names.contains(&"never".to_string()))
+    );
+    // The program's own output went through unchanged (to stderr, beside
+    // the JSON).
+    assert!(
+        String::from_utf8_lossy(&traced.stderr).contains(&*String::from_utf8_lossy(&plain_output)),
+        "{}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+}
+
+/// A program whose start runs code in a library's constructor, a library
+/// it opens with dlopen, a thread and a forked child.
+const MAIN_SOURCE: &str = r#"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern int needed_value(int);
+volatile int sink;
+__attribute__((noinline)) int thread_only(int x) { for (int i = 0; i < x; i++) sink += i; return sink; }
+__attribute__((noinline)) int child_only(int x) { int s = 0; for (int i = 0; i < x; i++) s += i & 1 ? i : -i; return s; }
+__attribute__((noinline)) void never_called(void) { puts("never"); }
+static void *thread_main(void *arg) { thread_only(5); return arg; }
+int main(int argc, char **argv) {
+  int s = needed_value(argc);
+  pthread_t t;
+  if (pthread_create(&t, 0, thread_main, 0) != 0 || pthread_join(t, 0) != 0) return 2;
+  void *h = dlopen(argv[1], RTLD_NOW);
+  if (!h) { fprintf(stderr, "%s\n", dlerror()); return 3; }
+  int (*dl_value)(int) = (int (*)(int))dlsym(h, "dl_value");
+  s += dl_value(3);
+  pid_t child = fork();
+  if (child == 0) _exit(child_only(9) & 0x7f);
+  int status = 0;
+  waitpid(child, &status, 0);
+  s += WEXITSTATUS(status);
+  if (argc > 50) never_called();
+  printf("result %d\n", s);
+  return 0;
+}
+"#;
+
+const NEEDED_SOURCE: &str = r#"
+volatile int needed_state;
+__attribute__((noinline, constructor)) void needed_init(void) { needed_state = 41; }
+__attribute__((noinline)) int needed_value(int x) { return needed_state + x; }
+__attribute__((noinline)) int needed_unused(int x) { return x * needed_state; }
+"#;
+
+const DL_SOURCE: &str = r#"
+__attribute__((noinline)) int dl_value(int x) { return x * 2; }
+__attribute__((noinline)) int dl_unused(int x) { return x * 3; }
+"#;
+
+#[test]
+fn block_traces_follow_libraries_threads_and_forked_children() {
+    if !tools(&[]) {
+        return;
+    }
+    let dir = temp_dir();
+    let flags = ["-O2", "-fbasic-block-address-map"];
+    for (name, source) in [
+        ("libneeded.so", NEEDED_SOURCE),
+        ("libdlopened.so", DL_SOURCE),
+    ] {
+        std::fs::write(dir.path().join(format!("{name}.c")), source).unwrap();
+        run_ok(
+            Command::new("clang-19")
+                .args(flags)
+                .args(["-shared", "-fPIC"])
+                .arg(dir.path().join(format!("{name}.c")))
+                .arg("-o")
+                .arg(dir.path().join(name)),
+        );
+    }
+    std::fs::write(dir.path().join("main.c"), MAIN_SOURCE).unwrap();
+    let program = dir.path().join("main");
+    run_ok(
+        Command::new("clang-19")
+            .args(flags)
+            .arg(dir.path().join("main.c"))
+            .arg(format!("-L{}", dir.path().display()))
+            .args(["-lneeded", "-pthread", "-ldl"])
+            .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+            .arg("-o")
+            .arg(&program),
+    );
+    let dl = dir.path().join("libdlopened.so");
+    let plain = run_ok(Command::new(&program).arg(&dl)).stdout;
+    let plain = String::from_utf8_lossy(&plain).into_owned();
+    assert!(plain.starts_with("result "), "{plain}");
+
+    let db = dir.path().join("b.db");
+    let traced = run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "--json", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&program)
+            .arg(&dl),
+    );
+    // The program's output passes through, unchanged by the breakpoints.
+    let summary: Value = serde_json::from_slice(&traced.stdout).unwrap();
+    assert_eq!(summary["exit_code"], 0, "{summary:#}");
+    assert!(
+        String::from_utf8_lossy(&traced.stderr).contains(&plain),
+        "{}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+
+    let main = traced_blocks(&db, "main");
+    let needed = traced_blocks(&db, "libneeded.so");
+    let dlopened = traced_blocks(&db, "libdlopened.so");
+    let root = summary_root(&db);
+    let functions = |blocks: &[(i32, String, u32, u64)], pid: Option<i32>| -> HashSet<String> {
+        blocks
+            .iter()
+            .filter(|b| pid.is_none_or(|p| b.0 == p))
+            .map(|b| b.1.clone())
+            .collect()
+    };
+    // The constructor ran, before main, in the first process: the library
+    // was armed when ld.so had mapped it, before its initializers.
+    let needed_root = functions(&needed, Some(root));
+    assert!(needed_root.contains("needed_init"), "{needed:?}");
+    assert!(needed_root.contains("needed_value"), "{needed:?}");
+    assert!(!needed_root.contains("needed_unused"), "{needed:?}");
+    let profile = Profile::open(&db).unwrap();
+    let run = profile.block_run(None).unwrap();
+    let all = profile.blocks(run.id).unwrap();
+    let first_t = |symbol: &str| {
+        all.iter()
+            .filter(|b| b.pid == root && b.symbol.as_deref() == Some(symbol))
+            .map(|b| b.first_t_ns)
+            .min()
+            .unwrap()
+    };
+    assert!(first_t("needed_init") < first_t("main"));
+    // dlopen's library was armed when it was mapped.
+    assert_eq!(
+        functions(&dlopened, None),
+        HashSet::from(["dl_value".to_string()])
+    );
+    // The thread is the process's; the forked child is another process.
+    let main_root = functions(&main, Some(root));
+    assert!(main_root.contains("thread_only"), "{main_root:?}");
+    assert!(!main_root.contains("child_only"), "{main_root:?}");
+    let children: HashSet<i32> = main.iter().map(|b| b.0).filter(|&p| p != root).collect();
+    assert_eq!(children.len(), 1, "{main:?}");
+    let child = *children.iter().next().unwrap();
+    // The child ran what the parent had not run before the fork: its side
+    // of main's branch on fork's result, and child_only.
+    let in_child = functions(&main, Some(child));
+    assert!(in_child.contains("child_only"), "{in_child:?}");
+    assert!(
+        in_child.is_subset(&HashSet::from([
+            "main".to_string(),
+            "child_only".to_string()
+        ])),
+        "{in_child:?}"
+    );
+    assert!(!functions(&main, None).contains("never_called"));
+    // Ranks are 1, 2, ... in each process.
+    let mut seqs: HashMap<i32, Vec<u64>> = HashMap::new();
+    for b in &all {
+        seqs.entry(b.pid).or_default().push(b.first_seq);
+    }
+    for (pid, seq) in seqs {
+        assert_eq!(seq, (1..=seq.len() as u64).collect::<Vec<_>>(), "pid {pid}");
+    }
+}
+
+fn summary_root(db: &Path) -> i32 {
+    Profile::open(db).unwrap().block_run(None).unwrap().root_pid
+}
+
+#[test]
+fn a_block_trace_that_times_out_keeps_what_ran_and_leaves_no_process() {
+    if !tools(&[]) {
+        return;
+    }
+    let dir = temp_dir();
+    let program = clang(
+        dir.path(),
+        "#include <stdio.h>\n#include <unistd.h>\n\
+         __attribute__((noinline)) int before(int x) { return x + 1; }\n\
+         int main(void) { printf(\"pid %d\\n\", before((int)getpid()) - 1); fflush(stdout); for (;;) pause(); }\n",
+        "hang",
+        &["-O2", "-fbasic-block-address-map"],
+    );
+    let db = dir.path().join("b.db");
+    let traced = run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "--json", "--timeout", "1", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&program),
+    );
+    let summary: Value = serde_json::from_slice(&traced.stdout).unwrap();
+    assert_eq!(summary["end_reason"], "timeout", "{summary:#}");
+    let functions: HashSet<String> = traced_blocks(&db, "hang")
+        .into_iter()
+        .map(|b| b.1)
+        .collect();
+    assert!(
+        functions.contains("before") && functions.contains("main"),
+        "{functions:?}"
+    );
+    let stderr = String::from_utf8_lossy(&traced.stderr);
+    let pid: i32 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the traced program {pid} is still running"
+    );
+}
+
+/// lld, or None after a skip.
+fn lld() -> Option<&'static str> {
+    ["ld.lld-19", "ld.lld"]
+        .into_iter()
+        .find(|t| have(t))
+        .or_else(|| {
+            skip("ld.lld is not installed");
+            None
+        })
+}
+
+#[test]
+fn a_split_relink_places_startup_blocks_together_in_first_run_order() {
+    if !tools(&[]) {
+        return;
+    }
+    if lld().is_none() {
+        return;
+    }
+    let dir = temp_dir();
+    let source = simple_source();
+    let base_flags = ["-O2", "-ffunction-sections", "-fbasic-block-address-map"];
+    let traced_build = clang(dir.path(), &source, "app", &base_flags);
+    let expected_output = run_ok(&mut Command::new(&traced_build)).stdout;
+
+    let db = dir.path().join("b.db");
+    run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&traced_build),
+    );
+    let clusters = dir.path().join("app.clusters");
+    let order = dir.path().join("app.order");
+    let ordered = run_ok(
+        coldstart()
+            .arg("order")
+            .arg(&db)
+            .arg("--binary")
+            .arg(&traced_build)
+            .args(["--linker", "lld", "--json", "--clusters"])
+            .arg(&clusters)
+            .arg("-o")
+            .arg(&order),
+    );
+    let report: Value = serde_json::from_slice(&ordered.stdout).unwrap();
+    // The order is main, then the functions in the order main calls them.
+    let names: Vec<String> = std::fs::read_to_string(&order)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<&str> = std::iter::once("main").chain(CALLED).collect();
+    assert_eq!(names, expected, "{report:#}");
+
+    // The split build: same sources and flags, with the cluster file.
+    let split_flag = format!("-fbasic-block-sections=list={}", clusters.display());
+    let order_flag = format!("-Wl,--symbol-ordering-file={}", order.display());
+    let mut flags: Vec<&str> = base_flags.to_vec();
+    flags.extend([split_flag.as_str(), order_flag.as_str(), "-fuse-ld=lld"]);
+    let split = clang(dir.path(), &source, "app-split", &flags);
+    assert_eq!(run_ok(&mut Command::new(&split)).stdout, expected_output);
+
+    // nm: the startup clusters (the functions' own symbols) lie together,
+    // in the order's order, with no other code between them; each fN's
+    // blocks that never ran went to its .cold part.
+    let nm = run_ok(Command::new("nm").args(["-n", "-S"]).arg(&split));
+    let text: Vec<(u64, u64, String)> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f[..] {
+                [a, s, "T" | "t", n] => Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(s, 16).ok()?,
+                    n.to_string(),
+                )),
+                _ => None,
+            }
+        })
+        .collect();
+    let position = |name: &str| text.iter().position(|t| t.2 == name).unwrap();
+    let placed: Vec<usize> = expected.iter().map(|n| position(n)).collect();
+    for pair in placed.windows(2) {
+        assert_eq!(pair[1], pair[0] + 1, "{text:?}");
+        let (a, b) = (&text[pair[0]], &text[pair[1]]);
+        assert!(
+            b.0 - (a.0 + a.1) < 16,
+            "padding only between {} and {}",
+            a.2,
+            b.2
+        );
+    }
+    for name in CALLED {
+        assert!(
+            text.iter().any(|t| t.2 == format!("{name}.cold")),
+            "{name}.cold in {text:?}"
+        );
+    }
+    // The split build's own block map: every block that ran is in the
+    // function's first range, and that range holds nothing else.
+    let split_map = read_block_map_path(&split).unwrap().unwrap();
+    let ran = traced_blocks(&db, "app");
+    for name in CALLED {
+        let function = split_map
+            .functions
+            .iter()
+            .find(|f| f.names.iter().any(|n| n == name))
+            .unwrap();
+        let first: HashSet<u32> = function.ranges[0]
+            .blocks
+            .iter()
+            .filter(|b| b.size > 0)
+            .map(|b| b.id)
+            .collect();
+        let ran_here: HashSet<u32> = ran.iter().filter(|b| b.1 == name).map(|b| b.2).collect();
+        assert_eq!(first, ran_here, "{name}: {function:?}");
+        assert!(
+            function.ranges.len() >= 2,
+            "{name} was not split: {function:?}"
+        );
+    }
+}
+
+#[test]
+fn clusters_need_a_binary_with_a_block_map() {
+    if !tools(&[]) {
+        return;
+    }
+    let dir = temp_dir();
+    let plain = clang(
+        dir.path(),
+        "int main(void) { return 0; }\n",
+        "plain",
+        &["-O2"],
+    );
+    let db = dir.path().join("b.db");
+    Profile::create_or_open(&db).unwrap();
+    let output = coldstart()
+        .arg("order")
+        .arg(&db)
+        .arg("--binary")
+        .arg(&plain)
+        .args(["--linker", "lld", "--clusters"])
+        .arg(dir.path().join("c"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("plain") && stderr.contains("-fbasic-block-address-map"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("c").exists());
+}

@@ -1,0 +1,353 @@
+//! Orders that split functions: from a block-level startup trace (`coldstart
+//! trace --blocks`), the blocks each function ran during the start go into
+//! one cluster that clang places in the function's own section, and the
+//! rest of the function goes to a `.cold` part elsewhere; the linker then
+//! places the functions' startup clusters together, in first-run order.
+//!
+//! Two files come out: clang's basic-block cluster file (version 1, for
+//! `-fbasic-block-sections=list=FILE`) and the symbol order lld takes
+//! (`--symbol-ordering-file`). Block ids are those of the traced build's
+//! `.llvm_bb_addr_map`; they hold for a build of the same sources with the
+//! same compiler and flags, which is what the cluster file is for.
+
+use coldstart_binary::block_map::BlockMap;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// One block's first run in a traced start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RanBlock {
+    /// Link-time address of the function's entry.
+    pub function: u64,
+    pub bb_id: u32,
+    pub size: u64,
+    /// When it first ran, ns after the program was started.
+    pub first_t_ns: i64,
+    /// The process, and the block's rank among its first runs: they order
+    /// blocks that ran at the same time.
+    pub pid: i32,
+    pub seq: u64,
+}
+
+/// A function whose startup blocks get a cluster of their own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SplitFunction {
+    /// The name the cluster file and the order give; `aliases` are the
+    /// other symbols at its address.
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub address: u64,
+    /// Block ids in the order the cluster lists them: the entry block,
+    /// then the others in first-run order.
+    pub blocks: Vec<u32>,
+    /// Bytes of the blocks that ran, and of the whole function.
+    pub startup_bytes: u64,
+    pub function_bytes: u64,
+    /// Blocks of the function in the map.
+    pub function_blocks: usize,
+    /// The cluster's blocks where they are now, in cluster order: what the
+    /// simulator places for the split layout.
+    #[serde(skip)]
+    pub placed: Vec<PlacedBlock>,
+}
+
+/// A block of a cluster in the traced build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedBlock {
+    pub bb_id: u32,
+    /// File offset and bytes now.
+    pub offset: u64,
+    pub size: u64,
+    /// Its first run, ns after the program started; None for an entry
+    /// block listed first without having run.
+    pub first_t_ns: Option<i64>,
+}
+
+/// A function the start ran that the files cannot split, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unsplit {
+    pub address: u64,
+    pub name: Option<String>,
+    pub startup_bytes: u64,
+    pub reason: String,
+}
+
+/// What a block trace gives for one binary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SplitOrder {
+    /// In the order of their first run.
+    pub functions: Vec<SplitFunction>,
+    pub unsplit: Vec<Unsplit>,
+    /// Distinct blocks the trace ran in this binary.
+    pub blocks_ran: usize,
+}
+
+impl SplitOrder {
+    /// Bytes of the startup clusters: what the start runs, placed together.
+    pub fn startup_bytes(&self) -> u64 {
+        self.functions.iter().map(|f| f.startup_bytes).sum()
+    }
+
+    /// Bytes of the functions split: what a function-level order would
+    /// place together.
+    pub fn function_bytes(&self) -> u64 {
+        self.functions.iter().map(|f| f.function_bytes).sum()
+    }
+
+    /// clang's cluster file (`-fbasic-block-sections=list=FILE`).
+    pub fn cluster_file(&self) -> String {
+        let mut out = String::from(
+            "v1\n# Written by coldstart from a block trace: each function's startup blocks in one\n\
+             # cluster, in first-run order; the blocks not listed go to its .cold part.\n",
+        );
+        for function in &self.functions {
+            out.push_str("f ");
+            out.push_str(&function.name);
+            for alias in &function.aliases {
+                out.push(' ');
+                out.push_str(alias);
+            }
+            out.push_str("\nc");
+            for id in &function.blocks {
+                let _ = write!(out, " {id}");
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// lld's `--symbol-ordering-file`: the functions, whose first cluster
+    /// their own symbol names, in first-run order.
+    pub fn symbol_order(&self) -> String {
+        let mut out = String::new();
+        for function in &self.functions {
+            out.push_str(&function.name);
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Splits the functions of `map`'s binary that `blocks` (one traced start,
+/// or several pooled: the earliest first run of each block counts) ran.
+pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
+    let mut ran: Vec<&RanBlock> = blocks.iter().collect();
+    ran.sort_by_key(|b| (b.first_t_ns, b.pid, b.seq));
+
+    let by_address: HashMap<u64, usize> = map
+        .functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.address, i))
+        .collect();
+    let mut named: HashMap<&str, usize> = HashMap::new();
+    for function in &map.functions {
+        if let Some(name) = function.names.first() {
+            *named.entry(name.as_str()).or_insert(0) += 1;
+        }
+    }
+
+    // Functions in first-run order, with their blocks in first-run order.
+    let mut order: Vec<u64> = Vec::new();
+    let mut ran_blocks: HashMap<u64, Vec<(u32, u64)>> = HashMap::new();
+    let mut first_run: HashMap<(u64, u32), i64> = HashMap::new();
+    for block in ran {
+        let list = ran_blocks.entry(block.function).or_insert_with(|| {
+            order.push(block.function);
+            Vec::new()
+        });
+        if !list.iter().any(|&(id, _)| id == block.bb_id) {
+            list.push((block.bb_id, block.size));
+            first_run.insert((block.function, block.bb_id), block.first_t_ns);
+        }
+    }
+
+    let mut functions = Vec::new();
+    let mut unsplit = Vec::new();
+    let mut blocks_ran = 0;
+    for address in order {
+        let list = &ran_blocks[&address];
+        blocks_ran += list.len();
+        let startup_bytes: u64 = list.iter().map(|&(_, size)| size).sum();
+        let refuse = |name: Option<&String>, reason: String| Unsplit {
+            address,
+            name: name.cloned(),
+            startup_bytes,
+            reason,
+        };
+        let Some(&index) = by_address.get(&address) else {
+            unsplit.push(refuse(
+                None,
+                "no function of the binary's block map starts there: was another build traced?"
+                    .into(),
+            ));
+            continue;
+        };
+        let function = &map.functions[index];
+        let Some(name) = function.names.first() else {
+            unsplit.push(refuse(
+                None,
+                "no symbol names it (a stripped binary?): the cluster file names functions".into(),
+            ));
+            continue;
+        };
+        let same_name = named.get(name.as_str()).copied().unwrap_or(0);
+        if same_name > 1 {
+            unsplit.push(refuse(
+                Some(name),
+                format!(
+                    "{same_name} functions of the binary have this name (local symbols of several \
+                     sources), and the cluster file names functions by name only"
+                ),
+            ));
+            continue;
+        }
+        let all: Vec<&coldstart_binary::block_map::Block> =
+            function.ranges.iter().flat_map(|r| &r.blocks).collect();
+        let entry = all.first().map(|b| b.id).unwrap_or(0);
+        let mut ids = vec![entry];
+        ids.extend(list.iter().map(|&(id, _)| id).filter(|&id| id != entry));
+        let placed = ids
+            .iter()
+            .filter_map(|&id| {
+                let block = all.iter().find(|b| b.id == id)?;
+                Some(PlacedBlock {
+                    bb_id: id,
+                    offset: block.offset,
+                    size: block.size,
+                    first_t_ns: first_run.get(&(address, id)).copied(),
+                })
+            })
+            .collect();
+        functions.push(SplitFunction {
+            name: name.clone(),
+            aliases: function.names[1..].to_vec(),
+            address,
+            blocks: ids,
+            startup_bytes,
+            function_bytes: all.iter().map(|b| b.size).sum(),
+            function_blocks: all.len(),
+            placed,
+        });
+    }
+    SplitOrder {
+        functions,
+        unsplit,
+        blocks_ran,
+    }
+}
+
+/// A split order made from a profile's block run, with what was traced.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitReport {
+    pub block_run: i64,
+    /// The traced file taken for the binary.
+    pub traced_file: std::path::PathBuf,
+    pub binary: std::path::PathBuf,
+    #[serde(flatten)]
+    pub order: SplitOrder,
+    pub warnings: Vec<String>,
+}
+
+/// The split order of `binary` (the build that was traced, with its
+/// `.llvm_bb_addr_map`) from block run `run` of `profile` (the newest when
+/// None).
+pub fn split_from_profile(
+    profile: &coldstart_profile::Profile,
+    binary: &std::path::Path,
+    run: Option<i64>,
+) -> crate::Result<SplitReport> {
+    let fail = |detail: String| crate::Error::Object {
+        path: binary.to_path_buf(),
+        detail,
+    };
+    let map = coldstart_binary::block_map::read_block_map_path(binary)?.ok_or_else(|| {
+        fail(
+            "has no .llvm_bb_addr_map: build it with clang -fbasic-block-address-map and trace \
+             that build with `coldstart trace --blocks`"
+                .to_string(),
+        )
+    })?;
+    let block_run = profile.block_run(run)?;
+    let files = profile.block_files(block_run.id)?;
+    let build_id = coldstart_system::build_id::build_id(binary);
+    let canonical = std::fs::canonicalize(binary).ok();
+    let traced: Vec<&coldstart_profile::BlockFile> = files.iter().filter(|f| f.has_map).collect();
+    let chosen = traced
+        .iter()
+        .find(|f| build_id.is_some() && f.build_id == build_id)
+        .or_else(|| {
+            traced
+                .iter()
+                .find(|f| canonical.as_deref() == Some(f.path.as_path()))
+        })
+        .or_else(|| {
+            traced
+                .iter()
+                .find(|f| f.path.file_name() == binary.file_name())
+        })
+        .copied()
+        .ok_or_else(|| {
+            let names: Vec<String> = traced
+                .iter()
+                .map(|f| f.path.display().to_string())
+                .collect();
+            fail(format!(
+                "block run {} of {} traced no such file (it traced: {})",
+                block_run.id,
+                profile.path().display(),
+                if names.is_empty() {
+                    "no file with a block map".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ))
+        })?;
+    let mut warnings = Vec::new();
+    if let (Some(traced), Some(given)) = (&chosen.build_id, &build_id)
+        && traced != given
+    {
+        warnings.push(format!(
+            "{} (build-id {given}) is not the build block run {} traced ({}, build-id {traced}): \
+             block ids may not match",
+            binary.display(),
+            block_run.id,
+            chosen.path.display()
+        ));
+    }
+    if block_run.end_reason != coldstart_profile::BlockEndReason::Exited {
+        warnings.push(format!(
+            "block run {} ended by {}: the blocks of the start after that are missing",
+            block_run.id,
+            block_run.end_reason.as_str()
+        ));
+    }
+    let ran: Vec<RanBlock> = profile
+        .blocks(block_run.id)?
+        .iter()
+        .filter(|b| b.file == chosen.file)
+        .map(|b| RanBlock {
+            function: b.function,
+            bb_id: b.bb_id,
+            size: b.size,
+            first_t_ns: b.first_t_ns,
+            pid: b.pid,
+            seq: b.first_seq,
+        })
+        .collect();
+    if ran.is_empty() {
+        warnings.push(format!(
+            "block run {} ran no block of {}",
+            block_run.id,
+            chosen.path.display()
+        ));
+    }
+    Ok(SplitReport {
+        block_run: block_run.id,
+        traced_file: chosen.path.clone(),
+        binary: binary.to_path_buf(),
+        order: split_order(&ran, &map),
+        warnings,
+    })
+}
