@@ -17,7 +17,12 @@ same gcc objects, so only the layout differs:
 - lld-cdsort: clang-19 PGO build (-fprofile-use with the same profile)
   linked with lld --call-graph-profile-sort=cdsort (its own objects);
 - bolt-cdsort: the base objects linked with --emit-relocs, instrumented and
-  rewritten by llvm-bolt -reorder-functions=cdsort.
+  rewritten by llvm-bolt -reorder-functions=cdsort;
+- clang-base: clang-19 with -fbasic-block-address-map, linked with lld, the
+  default layout (the build the split one is compared with);
+- coldstart-split: `coldstart order --clusters` from a block trace of
+  clang-base (`coldstart trace --blocks`), compiled again with
+  -fbasic-block-sections=list and linked with lld in its order.
 
 For each: text pages of libpython the start touched (a readahead-off
 trace), what it read at read_ahead_kb 128 and at the device's own setting
@@ -26,7 +31,7 @@ trace), what it read at read_ahead_kb 128 and at the device's own setting
 restored). Needs root. Installs what it needs with apt-get, keeps builds in
 --work between runs (a build is skipped when its directory is complete).
 
-    sudo bench/order_cpython.py [--work DIR] [--runs N]
+    sudo bench/order_cpython.py [--work DIR] [--runs N] [--variants base,coldstart-split,...]
 """
 
 import argparse
@@ -47,6 +52,8 @@ SCENARIO = ["-c", "import json, decimal, asyncio"]
 COMMON = "-O2 -ffunction-sections -fdata-sections -g0"
 LLVM = "/usr/lib/llvm-19/bin"
 LLD = [f"-B{LLVM}", "-fuse-ld=lld"]
+VARIANTS = ["base", "coldstart", "coldstart-pages", "temporal", "lld-cdsort", "bolt-cdsort",
+            "clang-base", "coldstart-split"]
 
 
 def sh(argv, **kwargs):
@@ -169,7 +176,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/var/tmp/coldstart-cpython")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="comma-separated subset to build and measure "
+                             f"(default: all of {','.join(VARIANTS)})")
     args = parser.parse_args()
+    wanted = args.variants.split(",")
+    unknown = [v for v in wanted if v not in VARIANTS]
+    if unknown:
+        sys.exit(f"unknown variants {unknown}; known: {','.join(VARIANTS)}")
     if os.geteuid() != 0:
         sys.exit("tracing needs root: sudo bench/order_cpython.py")
     ensure_installed({"/usr/bin/clang-19": "clang-19", f"{LLVM}/ld.lld": "lld-19",
@@ -183,61 +197,95 @@ def main():
     os.makedirs(work, exist_ok=True)
     src = source(work)
 
-    base = build(work, src, "gcc-base", "gcc", COMMON)
-    runtime = os.path.join(work, "runtime")
-    sh([coldstart, "runtime", "--out", runtime], stdout=subprocess.DEVNULL)
-    # glibc's own no-op hooks satisfy the link; the preloaded runtime
-    # interposes them at run time, one table for the whole process.
-    instrumented = build(work, src, "gcc-instrumented", "gcc", COMMON + " -finstrument-functions")
+    # The gcc build, which every variant but the clang ones relinks.
+    gcc_variants = {"base", "coldstart", "coldstart-pages", "temporal", "bolt-cdsort"}
+    base = build(work, src, "gcc-base", "gcc", COMMON) if gcc_variants & set(wanted) else None
     db = os.path.join(work, "cpython.db")
     if os.path.exists(db):
         os.remove(db)
-    functions_run = trace(coldstart, db, instrumented, extra=["--functions"],
-                          env_prefix=[f"LD_PRELOAD={runtime}/libcoldstart_functions.so"])
-    base_demand = trace(coldstart, db, base, read_ahead_kb=0)
     orders = {}
-    # Function records give the functions; the plain build's own page trace
-    # gives the data startup touched.
-    for name, extra in [("coldstart", ["--runs", f"{functions_run},{base_demand}"]),
-                        ("coldstart-pages", ["--runs", str(base_demand), "--pages"])]:
-        orders[name] = os.path.join(work, f"{name}.order")
-        sh([coldstart, "order", db, "--binary", os.path.join(base, LIB), "--linker", "lld",
-            *extra, "-o", orders[name]])
+    if {"coldstart", "coldstart-pages"} & set(wanted):
+        runtime = os.path.join(work, "runtime")
+        sh([coldstart, "runtime", "--out", runtime], stdout=subprocess.DEVNULL)
+        # glibc's own no-op hooks satisfy the link; the preloaded runtime
+        # interposes them at run time, one table for the whole process.
+        instrumented = build(work, src, "gcc-instrumented", "gcc",
+                             COMMON + " -finstrument-functions")
+        functions_run = trace(coldstart, db, instrumented, extra=["--functions"],
+                              env_prefix=[f"LD_PRELOAD={runtime}/libcoldstart_functions.so"])
+        base_demand = trace(coldstart, db, base, read_ahead_kb=0)
+        # Function records give the functions; the plain build's own page
+        # trace gives the data startup touched.
+        for name, extra in [("coldstart", ["--runs", f"{functions_run},{base_demand}"]),
+                            ("coldstart-pages", ["--runs", str(base_demand), "--pages"])]:
+            orders[name] = os.path.join(work, f"{name}.order")
+            sh([coldstart, "order", db, "--binary", os.path.join(base, LIB), "--linker", "lld",
+                *extra, "-o", orders[name]])
 
-    temporal = build(work, src, "clang-temporal", "clang-19",
-                     COMMON + " -fprofile-generate -mllvm -pgo-temporal-instrumentation",
-                     "-fprofile-generate")
-    for old in glob.glob(os.path.join(work, "temporal-*.profraw")):
-        os.remove(old)
-    sh(["env", f"LLVM_PROFILE_FILE={work}/temporal-%p.profraw", *python(temporal)])
     profdata = os.path.join(work, "temporal.profdata")
-    sh(["llvm-profdata-19", "merge", "-o", profdata,
-        *glob.glob(os.path.join(work, "temporal-*.profraw"))])
-    orders["temporal"] = os.path.join(work, "temporal.order")
-    sh(["llvm-profdata-19", "order", profdata, "-o", orders["temporal"]])
+    if {"temporal", "lld-cdsort"} & set(wanted):
+        temporal = build(work, src, "clang-temporal", "clang-19",
+                         COMMON + " -fprofile-generate -mllvm -pgo-temporal-instrumentation",
+                         "-fprofile-generate")
+        for old in glob.glob(os.path.join(work, "temporal-*.profraw")):
+            os.remove(old)
+        sh(["env", f"LLVM_PROFILE_FILE={work}/temporal-%p.profraw", *python(temporal)])
+        sh(["llvm-profdata-19", "merge", "-o", profdata,
+            *glob.glob(os.path.join(work, "temporal-*.profraw"))])
+        orders["temporal"] = os.path.join(work, "temporal.order")
+        sh(["llvm-profdata-19", "order", profdata, "-o", orders["temporal"]])
 
-    variants = {"base": base}
+    variants = {"base": base} if base else {}
     for name, order in orders.items():
-        variants[name] = relink(work, base, name,
-                                [*LLD, f"-Wl,--symbol-ordering-file={order}",
-                                 "-Wl,--no-warn-symbol-ordering"])
-    variants["lld-cdsort"] = build(work, src, "clang-pgo-cdsort", "clang-19",
-                                   COMMON + f" -fprofile-use={profdata} -Wno-profile-instr-unprofiled"
-                                   " -Wno-profile-instr-out-of-date -Wno-backend-plugin",
-                                   " ".join(LLD + ["-Wl,--call-graph-profile-sort=cdsort"]))
-    relocs = relink(work, base, "bolt-input", ["-Wl,-q"])
-    lib = os.path.join(relocs, LIB)
-    fdata = os.path.join(work, "bolt.fdata")
-    if os.path.exists(fdata):
-        os.remove(fdata)
-    # BOLT 19 prepends /usr/lib/ to this path, whatever it is given.
-    skip = bolt(lib, ["-instrument", f"--instrumentation-file={fdata}",
-                      "--runtime-instrumentation-lib=llvm-19/lib/libbolt_rt_instr.a",
-                      "-o", lib + ".instrumented"], [])
-    instrumented_bolt = relink(work, relocs, "bolt-instrumented", [], lib=lib + ".instrumented")
-    sh(python(instrumented_bolt), stdout=subprocess.DEVNULL)
-    bolt(lib, ["-o", lib + ".bolt", f"-data={fdata}", "-reorder-functions=cdsort"], skip)
-    variants["bolt-cdsort"] = relink(work, relocs, "bolt-cdsort", [], lib=lib + ".bolt")
+        if name in wanted:
+            variants[name] = relink(work, base, name,
+                                    [*LLD, f"-Wl,--symbol-ordering-file={order}",
+                                     "-Wl,--no-warn-symbol-ordering"])
+    if "lld-cdsort" in wanted:
+        variants["lld-cdsort"] = build(work, src, "clang-pgo-cdsort", "clang-19",
+                                       COMMON + f" -fprofile-use={profdata}"
+                                       " -Wno-profile-instr-unprofiled"
+                                       " -Wno-profile-instr-out-of-date -Wno-backend-plugin",
+                                       " ".join(LLD + ["-Wl,--call-graph-profile-sort=cdsort"]))
+    if "bolt-cdsort" in wanted:
+        relocs = relink(work, base, "bolt-input", ["-Wl,-q"])
+        lib = os.path.join(relocs, LIB)
+        fdata = os.path.join(work, "bolt.fdata")
+        if os.path.exists(fdata):
+            os.remove(fdata)
+        # BOLT 19 prepends /usr/lib/ to this path, whatever it is given.
+        skip = bolt(lib, ["-instrument", f"--instrumentation-file={fdata}",
+                          "--runtime-instrumentation-lib=llvm-19/lib/libbolt_rt_instr.a",
+                          "-o", lib + ".instrumented"], [])
+        instrumented_bolt = relink(work, relocs, "bolt-instrumented", [],
+                                   lib=lib + ".instrumented")
+        sh(python(instrumented_bolt), stdout=subprocess.DEVNULL)
+        bolt(lib, ["-o", lib + ".bolt", f"-data={fdata}", "-reorder-functions=cdsort"], skip)
+        variants["bolt-cdsort"] = relink(work, relocs, "bolt-cdsort", [], lib=lib + ".bolt")
+    if {"clang-base", "coldstart-split"} & set(wanted):
+        bbmap_flags = COMMON + " -fbasic-block-address-map"
+        clang_base = build(work, src, "clang-bbmap", "clang-19", bbmap_flags, " ".join(LLD))
+        if "clang-base" in wanted:
+            variants["clang-base"] = clang_base
+        if "coldstart-split" in wanted:
+            # The block trace, then the split build: compiled again with the
+            # cluster file (its block ids are the traced build's), linked in
+            # the order. Rebuilt each time: the trace may differ.
+            sh([coldstart, "trace", "--blocks", "-o", db, "--", *python(clang_base)],
+               stdout=subprocess.DEVNULL)
+            clusters = os.path.join(work, "libpython.clusters")
+            split_order = os.path.join(work, "libpython.split.order")
+            sh([coldstart, "order", db, "--binary", os.path.join(clang_base, LIB),
+                "--linker", "lld", "--clusters", clusters, "-o", split_order])
+            shutil.rmtree(os.path.join(work, "clang-split"), ignore_errors=True)
+            variants["coldstart-split"] = build(
+                work, src, "clang-split", "clang-19",
+                bbmap_flags + f" -fbasic-block-sections=list={clusters}",
+                " ".join(LLD + [f"-Wl,--symbol-ordering-file={split_order}",
+                                "-Wl,--no-warn-symbol-ordering"]))
+    variants = {name: variants[name] for name in VARIANTS if name in variants and name in wanted}
+    if not variants:
+        sys.exit("no variant to measure")
 
     device = device_read_ahead()
     device_kb = read_ahead_of(work)
@@ -251,43 +299,49 @@ def main():
         fdev, _ = library_figures(coldstart, db, at_device, build_dir)
         rows.append((name, text["pages_read"] if text else None, f128, fdev))
 
-    bench_json = os.path.join(work, "bench.json")
-    commands = [shlex.join(python(b)) for b in variants.values()]
-    try:
-        for path in device:
-            with open(path, "w") as f:
-                f.write("128")
-        argv = [coldstart, "bench", "--cache", "cold", "-n", str(args.runs), "--json",
-                bench_json]
-        for command in commands[1:]:
-            argv += ["--vs", command]
-        sh(argv + ["--", *python(variants["base"])], stdout=subprocess.DEVNULL)
-    finally:
-        for path, value in device.items():
-            with open(path, "w") as f:
-                f.write(value)
-    bench = json.load(open(bench_json))
-    times = []
-    for v in bench["variants"]:
-        wall, ratio = v.get("wall_ms"), v.get("ratio")
-        if not wall:
-            times.append("failed")
-            continue
-        text = f"{wall['median']:.1f} ms (sd {wall['std_dev'] or 0:.0f})"
-        if ratio:
-            low, high = ratio["ci95"]
-            text += f", {ratio['ratio']:.2f} [{low:.2f}, {high:.2f}]"
-        times.append(text)
+    names = list(variants)
+    commands = [python(variants[name]) for name in names]
+    times = {}
+    for setting in ("128", None):
+        label = setting or device_kb
+        bench_json = os.path.join(work, f"bench-{label}.json")
+        try:
+            if setting:
+                for path in device:
+                    with open(path, "w") as f:
+                        f.write(setting)
+            argv = [coldstart, "bench", "--cache", "cold", "-n", str(args.runs), "--json",
+                    bench_json]
+            for command in commands[1:]:
+                argv += ["--vs", shlex.join(command)]
+            sh(argv + ["--", *commands[0]], stdout=subprocess.DEVNULL)
+        finally:
+            for path, value in device.items():
+                with open(path, "w") as f:
+                    f.write(value)
+        bench = json.load(open(bench_json))
+        for name, v in zip(names, bench["variants"]):
+            wall, ratio = v.get("wall_ms"), v.get("ratio")
+            if not wall:
+                times[(name, label)] = "failed"
+                continue
+            text = f"{wall['median']:.1f} ms (sd {wall['std_dev'] or 0:.0f})"
+            if ratio:
+                low, high = ratio["ci95"]
+                text += f", {ratio['ratio']:.2f} [{low:.2f}, {high:.2f}]"
+            times[(name, label)] = text
 
     print(f"\nCPython 3.11 ({os.path.basename(src)}), libpython3.11.so.1.0, "
-          f"`python -c \"import json, decimal, asyncio\"`; device read_ahead_kb {device_kb}\n")
+          f"`python -c \"import json, decimal, asyncio\"`; device read_ahead_kb {device_kb}; "
+          f"times: {args.runs} interleaved cold runs, ratio of means to {names[0]} [95% CI]\n")
     print("| variant | .text pages touched | read at 128 KiB | requests | read at device | "
-          "requests | cold start at 128 KiB: median (sd), ratio of means to base [95% CI] |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
-    for (name, text, f128, fdev), time in zip(rows, times):
+          f"requests | cold start at 128 KiB | cold start at {device_kb} KiB |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|")
+    for name, text, f128, fdev in rows:
         print(f"| {name} | {text} | {f128['bytes_read'] / 2**20:.2f} MiB | "
               f"{f128['read_requests']} | {fdev['bytes_read'] / 2**20:.2f} MiB | "
-              f"{fdev['read_requests']} | {time} |")
+              f"{fdev['read_requests']} | {times[(name, '128')]} | "
+              f"{times[(name, device_kb)]} |")
 
 
 if __name__ == "__main__":

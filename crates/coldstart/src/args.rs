@@ -530,7 +530,9 @@ check that each symbol has a section of its own (-ffunction-sections -fdata-sect
 With --clusters the order splits functions: from a block trace of --binary (`coldstart \
 trace --blocks`), each function's startup blocks go into one cluster of clang's \
 -fbasic-block-sections=list file, the rest of it into its .cold part, and the order \
-places the clusters in first-run order (docs/order.md, \"Splitting functions\").";
+places the clusters in first-run order, then the data symbols the start's code \
+addresses and, with --runs, those on data pages those page-level runs touched \
+(docs/order.md, \"Splitting functions\").";
 
 const ORDER_EXAMPLES: &str = "\
 Examples:
@@ -565,7 +567,9 @@ pub struct OrderArgs {
     #[arg(short, long, default_value = "-", value_name = "FILE")]
     pub output: PathBuf,
 
-    /// Runs to take traces from [default: every complete run]
+    /// Runs to take traces from [default: every complete run]. With --clusters: page-level
+    /// runs of --binary whose touched data symbols follow those the start's code addresses
+    /// [default: none]
     #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
     pub runs: Vec<i64>,
 
@@ -585,7 +589,7 @@ pub struct OrderArgs {
     /// Split functions: from a block trace (`coldstart trace --blocks` of --binary, built
     /// with clang -fbasic-block-address-map), write clang's cluster file here (for
     /// -fbasic-block-sections=list=FILE) and lld's symbol order to -o
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["pages", "module", "runs", "objects"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pages", "module", "objects"])]
     pub clusters: Option<PathBuf>,
 
     /// With --clusters: the block run to take [default: the newest]

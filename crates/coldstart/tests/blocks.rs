@@ -580,3 +580,308 @@ fn clusters_need_a_binary_with_a_block_map() {
     );
     assert!(!dir.path().join("c").exists());
 }
+
+/// Functions whose start runs a few bytes each and whose unlikely paths
+/// hold kilobytes: the split build packs the startup parts into a few
+/// pages where the base build spreads them over the whole text.
+fn spread_source(functions: usize) -> String {
+    let mut text = String::from("#include <stdio.h>\nvolatile int sink;\n");
+    for n in 0..functions {
+        text.push_str(&format!(
+            "__attribute__((noinline)) int g{n}(int x) {{\n\
+             \x20 if (x == 123456789) {{ {} return sink; }}\n\
+             \x20 return x + {n};\n\
+             }}\n",
+            "sink = sink * 3 + x; sink ^= x; ".repeat(60)
+        ));
+    }
+    text.push_str("int main(int argc, char **argv) {\n  int s = 0;\n");
+    for n in 0..functions {
+        text.push_str(&format!("  s += g{n}(argc);\n"));
+    }
+    text.push_str("  printf(\"result %d\\n\", s);\n  return 0;\n}\n");
+    text
+}
+
+/// Pages of `file_name` a readahead-off trace of `program` read, and the
+/// run's id.
+fn demand_trace(db: &Path, program: &Path, file_name: &str) -> (i64, u64) {
+    let traced = run_ok(
+        coldstart()
+            .args(["trace", "--read-ahead-kb", "0", "--json", "-o"])
+            .arg(db)
+            .arg("--")
+            .arg(program),
+    );
+    let summary: Value = serde_json::from_slice(&traced.stdout).unwrap();
+    let run = summary["run"].as_i64().unwrap();
+    let report = run_ok(
+        coldstart()
+            .arg("report")
+            .arg(db)
+            .args(["--run", &run.to_string(), "--json", "--file"])
+            .arg(format!("*/{file_name}")),
+    );
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let pages = report["files"][0]["pages_read"].as_u64().unwrap();
+    (run, pages)
+}
+
+#[test]
+fn simulate_predicts_the_pages_a_split_build_reads() {
+    if !tools(&[]) || lld().is_none() || !coldstart_testkit::can_trace() {
+        return;
+    }
+    let dir = coldstart_testkit::world_readable_temp_dir("coldstart-blocks-test");
+    let source = spread_source(400);
+    let base_flags = [
+        "-O2",
+        "-ffunction-sections",
+        "-fbasic-block-address-map",
+        "-fuse-ld=lld",
+    ];
+    std::fs::create_dir_all(dir.path().join("base")).unwrap();
+    std::fs::create_dir_all(dir.path().join("split")).unwrap();
+    let base = clang(&dir.path().join("base"), &source, "app", &base_flags);
+    let db = dir.path().join("b.db");
+    let (base_run, base_pages) = demand_trace(&db, &base, "base/app");
+    run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&base),
+    );
+    let clusters = dir.path().join("app.clusters");
+    let order = dir.path().join("app.order");
+    run_ok(
+        coldstart()
+            .arg("order")
+            .arg(&db)
+            .arg("--binary")
+            .arg(&base)
+            .args(["--linker", "lld", "--clusters"])
+            .arg(&clusters)
+            .arg("-o")
+            .arg(&order),
+    );
+    let simulated = run_ok(
+        coldstart()
+            .arg("simulate")
+            .arg(&db)
+            .args(["--run", &base_run.to_string(), "--binary", "base/app"])
+            .args(["--split", "--read-ahead-kb", "0", "--json"]),
+    );
+    let prediction: Value = serde_json::from_slice(&simulated.stdout).unwrap();
+    let predicted = prediction["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("base/app")))
+        .unwrap_or_else(|| panic!("{prediction:#}"))["pages_read"]
+        .as_u64()
+        .unwrap();
+
+    let split_flag = format!("-fbasic-block-sections=list={}", clusters.display());
+    let order_flag = format!("-Wl,--symbol-ordering-file={}", order.display());
+    let mut flags = base_flags.to_vec();
+    flags.extend([split_flag.as_str(), order_flag.as_str()]);
+    let split = clang(&dir.path().join("split"), &source, "app", &flags);
+    let (_, split_pages) = demand_trace(&db, &split, "split/app");
+
+    // The split build reads far less of itself, and the prediction made
+    // before the relink is within 10% of what it read.
+    assert!(
+        split_pages * 3 < base_pages,
+        "split {split_pages} pages, base {base_pages}"
+    );
+    let error = predicted.abs_diff(split_pages) as f64 / split_pages as f64;
+    assert!(
+        error <= 0.10,
+        "predicted {predicted} pages, the split build read {split_pages} (base {base_pages})"
+    );
+}
+
+/// The order main reads its tables in; the others are never read.
+const TABLES_READ: [&str; 4] = ["table7", "table2", "state5", "table4"];
+
+fn data_source() -> String {
+    let mut text = String::from("#include <stdio.h>\n");
+    for n in 0..8 {
+        text.push_str(&format!("const int table{n}[2048] = {{ {n}, 1, 2, 3 }};\n"));
+        text.push_str(&format!("int state{n}[2048] = {{ {n}, 4, 5, 6 }};\n"));
+    }
+    text.push_str("int main(int argc, char **argv) {\n  int s = 0;\n  (void)argv;\n");
+    for name in TABLES_READ {
+        text.push_str(&format!("  s += {name}[argc];\n"));
+    }
+    text.push_str("  printf(\"result %d\\n\", s);\n  return 0;\n}\n");
+    text
+}
+
+#[test]
+fn the_data_a_start_reads_follows_its_code_in_the_split_order() {
+    if !tools(&[]) || lld().is_none() {
+        return;
+    }
+    let dir = temp_dir();
+    let flags = [
+        "-O2",
+        "-ffunction-sections",
+        "-fdata-sections",
+        "-fbasic-block-address-map",
+        "-fuse-ld=lld",
+    ];
+    let program = clang(dir.path(), &data_source(), "data", &flags);
+    let expected_output = run_ok(&mut Command::new(&program)).stdout;
+    let db = dir.path().join("b.db");
+    run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&program),
+    );
+    let clusters = dir.path().join("data.clusters");
+    let order = dir.path().join("data.order");
+    let ordered = run_ok(
+        coldstart()
+            .arg("order")
+            .arg(&db)
+            .arg("--binary")
+            .arg(&program)
+            .args(["--linker", "lld", "--json", "--clusters"])
+            .arg(&clusters)
+            .arg("-o")
+            .arg(&order),
+    );
+    let report: Value = serde_json::from_slice(&ordered.stdout).unwrap();
+    let names: Vec<String> = std::fs::read_to_string(&order)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: Vec<&str> = std::iter::once("main").chain(TABLES_READ).collect();
+    assert_eq!(names, expected, "{report:#}");
+
+    // Relinked in that order, the tables main reads lie first in their
+    // sections, in the order read (nm).
+    let split_flag = format!("-fbasic-block-sections=list={}", clusters.display());
+    let order_flag = format!("-Wl,--symbol-ordering-file={}", order.display());
+    let mut relink = flags.to_vec();
+    relink.extend([split_flag.as_str(), order_flag.as_str()]);
+    let split = clang(dir.path(), &data_source(), "data-split", &relink);
+    assert_eq!(run_ok(&mut Command::new(&split)).stdout, expected_output);
+    let nm = run_ok(Command::new("nm").args(["-n"]).arg(&split));
+    let symbols: Vec<(u64, char, String)> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f[..] {
+                [a, k, n] => Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    k.chars().next()?,
+                    n.to_string(),
+                )),
+                _ => None,
+            }
+        })
+        .collect();
+    for kind in ['R', 'D'] {
+        let in_section: Vec<&str> = symbols
+            .iter()
+            .filter(|s| s.1 == kind && (s.2.starts_with("table") || s.2.starts_with("state")))
+            .map(|s| s.2.as_str())
+            .collect();
+        let read: Vec<&str> = TABLES_READ
+            .iter()
+            .copied()
+            .filter(|n| in_section.contains(n))
+            .collect();
+        assert!(!read.is_empty(), "{kind}: {in_section:?}");
+        assert_eq!(
+            &in_section[..read.len()],
+            &read[..],
+            "{kind}: {in_section:?}"
+        );
+    }
+}
+
+/// A shared library built with -fPIC reaches its exported data through the
+/// GOT: the order names the data the slots point to.
+#[test]
+fn data_reached_through_the_got_is_named_in_the_split_order() {
+    if !tools(&["readelf"]) {
+        return;
+    }
+    let dir = temp_dir();
+    let mut library = String::new();
+    for n in 0..4 {
+        library.push_str(&format!("int shared{n}[1024] = {{ {n}, 1 }};\n"));
+    }
+    library.push_str(
+        "__attribute__((noinline)) int read_shared(int i) { return shared3[i] + shared1[i]; }\n",
+    );
+    let lib = clang(
+        dir.path(),
+        &library,
+        "libshared.so",
+        &[
+            "-O2",
+            "-fPIC",
+            "-shared",
+            "-fdata-sections",
+            "-fbasic-block-address-map",
+        ],
+    );
+    // The library's code loads shared3's address from a GOT slot.
+    let relocations = run_ok(Command::new("readelf").arg("-rW").arg(&lib));
+    assert!(
+        String::from_utf8_lossy(&relocations.stdout)
+            .lines()
+            .any(|l| l.contains("R_X86_64_GLOB_DAT") && l.ends_with("shared3 + 0")),
+        "{}",
+        String::from_utf8_lossy(&relocations.stdout)
+    );
+    let program = dir.path().join("main");
+    std::fs::write(
+        dir.path().join("main.c"),
+        "#include <stdio.h>\nint read_shared(int);\nint main(int argc, char **argv) { (void)argv; printf(\"%d\\n\", read_shared(argc)); return 0; }\n",
+    )
+    .unwrap();
+    run_ok(
+        Command::new("clang-19")
+            .arg("-O2")
+            .arg(dir.path().join("main.c"))
+            .arg(&lib)
+            .arg(format!("-Wl,-rpath,{}", dir.path().display()))
+            .arg("-o")
+            .arg(&program),
+    );
+    let db = dir.path().join("b.db");
+    run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&program),
+    );
+    let order = dir.path().join("lib.order");
+    run_ok(
+        coldstart()
+            .arg("order")
+            .arg(&db)
+            .arg("--binary")
+            .arg(&lib)
+            .args(["--linker", "lld", "--clusters"])
+            .arg(dir.path().join("lib.clusters"))
+            .arg("-o")
+            .arg(&order),
+    );
+    let names: Vec<String> = std::fs::read_to_string(&order)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(names, ["read_shared", "shared3", "shared1"]);
+}

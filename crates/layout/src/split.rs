@@ -11,6 +11,7 @@
 //! same compiler and flags, which is what the cluster file is for.
 
 use coldstart_binary::block_map::BlockMap;
+use coldstart_binary::{OffsetIndex, SymbolKind};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -81,6 +82,20 @@ pub struct SplitOrder {
     pub unsplit: Vec<Unsplit>,
     /// Distinct blocks the trace ran in this binary.
     pub blocks_ran: usize,
+    /// The data symbols the start used, to place after the code in the
+    /// symbol order: first those its code referenced, in the order of
+    /// first reference, then those on data pages page traces saw touched.
+    pub data: Vec<StartupData>,
+}
+
+/// A data symbol a start used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StartupData {
+    pub name: String,
+    pub size: u64,
+    /// `code`: an instruction of a block that ran addresses it
+    /// (RIP-relative); `pages`: it lies on a page a page trace saw touched.
+    pub source: &'static str,
 }
 
 impl SplitOrder {
@@ -118,11 +133,16 @@ impl SplitOrder {
     }
 
     /// lld's `--symbol-ordering-file`: the functions, whose first cluster
-    /// their own symbol names, in first-run order.
+    /// their own symbol names, in first-run order, then the data.
     pub fn symbol_order(&self) -> String {
         let mut out = String::new();
-        for function in &self.functions {
-            out.push_str(&function.name);
+        for name in self
+            .functions
+            .iter()
+            .map(|f| &f.name)
+            .chain(self.data.iter().map(|d| &d.name))
+        {
+            out.push_str(name);
             out.push('\n');
         }
         out
@@ -235,7 +255,108 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
         functions,
         unsplit,
         blocks_ran,
+        data: Vec::new(),
     }
+}
+
+/// The address each GOT slot (any word the dynamic relocations fill) will
+/// hold, where the file says: the addend of a relative relocation, or the
+/// address of a symbol the file defines.
+fn got_targets(data: &[u8]) -> HashMap<u64, u64> {
+    use object::{Object, ObjectSymbol, ObjectSymbolTable, RelocationFlags, RelocationTarget};
+    let mut targets = HashMap::new();
+    let Ok(file) = object::File::parse(data) else {
+        return targets;
+    };
+    let Some(relocations) = file.dynamic_relocations() else {
+        return targets;
+    };
+    for (slot, relocation) in relocations {
+        let RelocationFlags::Elf { r_type } = relocation.flags() else {
+            continue;
+        };
+        let target = match (r_type, relocation.target()) {
+            (object::elf::R_X86_64_RELATIVE, _) => Some(relocation.addend() as u64),
+            (
+                object::elf::R_X86_64_GLOB_DAT | object::elf::R_X86_64_64,
+                RelocationTarget::Symbol(index),
+            ) => file
+                .dynamic_symbol_table()
+                .and_then(|table| table.symbol_by_index(index).ok())
+                .filter(|symbol| !symbol.is_undefined())
+                .map(|symbol| symbol.address() + relocation.addend() as u64),
+            _ => None,
+        };
+        if let Some(target) = target {
+            targets.insert(slot, target);
+        }
+    }
+    targets
+}
+
+/// The data symbols the blocks that ran address RIP-relative (loads,
+/// stores and `lea`), in the order of the blocks' first runs: what the
+/// start's code itself reaches. `data` is the binary's contents.
+pub fn referenced_data(order: &SplitOrder, data: &[u8], index: &OffsetIndex) -> Vec<StartupData> {
+    use iced_x86::{Decoder, DecoderOptions, Instruction};
+    let mut blocks: Vec<&PlacedBlock> = order
+        .functions
+        .iter()
+        .flat_map(|f| &f.placed)
+        .filter(|b| b.first_t_ns.is_some())
+        .collect();
+    blocks.sort_by_key(|b| b.first_t_ns);
+    // Address -> file offset through the sections with file bytes.
+    let sections = index.sections();
+    let offset_of = |address: u64| {
+        sections
+            .iter()
+            .find(|s| s.alloc && s.address <= address && address < s.address + s.size)
+            .map(|s| s.offset + (address - s.address))
+    };
+    let got = got_targets(data);
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let mut instruction = Instruction::default();
+    for block in blocks {
+        let (Ok(start), Ok(size)) = (usize::try_from(block.offset), usize::try_from(block.size))
+        else {
+            continue;
+        };
+        let Some(bytes) = data.get(start..start.saturating_add(size)) else {
+            continue;
+        };
+        let Some(section) = sections
+            .iter()
+            .find(|s| s.offset <= block.offset && block.offset < s.end())
+        else {
+            continue;
+        };
+        let address = section.address + (block.offset - section.offset);
+        let mut decoder = Decoder::with_ip(64, bytes, address, DecoderOptions::NONE);
+        while decoder.can_decode() {
+            decoder.decode_out(&mut instruction);
+            if !instruction.is_ip_rel_memory_operand() {
+                continue;
+            }
+            // A GOT slot stands for the data it will point to.
+            let address = instruction.ip_rel_memory_address();
+            let address = got.get(&address).copied().unwrap_or(address);
+            let Some(target) = offset_of(address) else {
+                continue;
+            };
+            for symbol in index.symbols_in(target, target + 1) {
+                if symbol.kind == SymbolKind::Object && seen.insert(symbol.offset) {
+                    out.push(StartupData {
+                        name: symbol.raw_name.clone(),
+                        size: symbol.size,
+                        source: "code",
+                    });
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A split order made from a profile's block run, with what was traced.
@@ -257,6 +378,7 @@ pub fn split_from_profile(
     profile: &coldstart_profile::Profile,
     binary: &std::path::Path,
     run: Option<i64>,
+    page_runs: &[coldstart_profile::RunId],
 ) -> crate::Result<SplitReport> {
     let fail = |detail: String| crate::Error::Object {
         path: binary.to_path_buf(),
@@ -343,11 +465,43 @@ pub fn split_from_profile(
             chosen.path.display()
         ));
     }
+    let mut order = split_order(&ran, &map);
+    let file = coldstart_binary::MappedFile::open(binary)?;
+    let index = OffsetIndex::from_path(binary).map_err(|source| crate::Error::Symbols {
+        path: binary.to_path_buf(),
+        source,
+    })?;
+    order.data = referenced_data(&order, file.bytes(), &index);
+    // Data the code reaches through pointers shows only in page traces.
+    let mut listed: std::collections::HashSet<String> =
+        order.data.iter().map(|d| d.name.clone()).collect();
+    let path = canonical.as_deref().unwrap_or(binary).to_string_lossy();
+    for &page_run in page_runs {
+        let touched =
+            coldstart_analyze::startup::touched_symbols(profile, page_run, &path, &index)?;
+        if touched.pages_touched == 0 {
+            warnings.push(format!(
+                "run {page_run} of {} touched no page of {path}",
+                profile.path().display()
+            ));
+        }
+        let mut symbols = touched.symbols;
+        symbols.sort_by_key(|s| s.first_rank);
+        for symbol in symbols {
+            if symbol.kind == SymbolKind::Object && listed.insert(symbol.raw_name.clone()) {
+                order.data.push(StartupData {
+                    name: symbol.raw_name,
+                    size: symbol.size,
+                    source: "pages",
+                });
+            }
+        }
+    }
     Ok(SplitReport {
         block_run: block_run.id,
         traced_file: chosen.path.clone(),
         binary: binary.to_path_buf(),
-        order: split_order(&ran, &map),
+        order,
         warnings,
     })
 }

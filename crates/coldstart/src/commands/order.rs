@@ -55,7 +55,7 @@ fn split(args: &OrderArgs, profile: &Profile, clusters: &Path) -> anyhow::Result
              (gold, GNU ld and the others cannot order the split parts by symbol)"
         );
     }
-    let report = split_from_profile(profile, &args.binary, args.block_run)?;
+    let report = split_from_profile(profile, &args.binary, args.block_run, &args.runs)?;
     write_file(clusters, &report.order.cluster_file())?;
     let order = report.order.symbol_order();
     if args.output.as_os_str() == "-" {
@@ -101,6 +101,16 @@ fn render_split(report: &SplitReport, clusters: &Path) -> String {
         human(order.function_bytes()),
     );
     out.push_str(&format!("cluster file: {}\n", clusters.display()));
+    if !order.data.is_empty() {
+        let by_code = order.data.iter().filter(|d| d.source == "code").count();
+        out.push_str(&format!(
+            "{} data symbols follow the code in the order ({} of data): {by_code} that the start's \
+             code addresses, {} more on data pages the page traces saw touched\n",
+            order.data.len(),
+            human(order.data.iter().map(|d| d.size).sum()),
+            order.data.len() - by_code
+        ));
+    }
     if !order.unsplit.is_empty() {
         let bytes: u64 = order.unsplit.iter().map(|u| u.startup_bytes).sum();
         out.push_str(&format!(
