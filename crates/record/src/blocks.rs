@@ -19,6 +19,7 @@
 //! events.
 
 use coldstart_binary::block_map::{BlockMap, read_block_map_path};
+use coldstart_profile::{BlockEndReason, BlockEvent, BlockFile, BlockRun, BlockRunId, Profile};
 use coldstart_system::launch::Identity;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -249,6 +250,79 @@ pub fn trace_blocks(
     }
     let end = ended_by.unwrap_or(BlockEnd::Exited);
     Ok(tracer.finish(started_at_unix_ns, t0.elapsed().as_nanos() as u64, end))
+}
+
+/// Writes `trace`, made with `options`, to `profile` as a block run with
+/// its files and each block's first run per process; returns its id.
+pub fn write_block_run(
+    profile: &mut Profile,
+    trace: &BlockTrace,
+    options: &BlockTraceOptions,
+) -> Result<BlockRunId, coldstart_profile::Error> {
+    let run = BlockRun {
+        id: 0,
+        argv: options
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        cwd: std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        started_at_unix_ns: trace.started_at_unix_ns,
+        duration_ns: trace.duration_ns,
+        end_reason: match trace.end {
+            BlockEnd::Exited => BlockEndReason::Exited,
+            BlockEnd::Timeout => BlockEndReason::Timeout,
+            BlockEnd::Interrupted => BlockEndReason::Interrupted,
+        },
+        exit_code: trace.exit_code,
+        exit_signal: trace.exit_signal,
+        uid: options.identity.uid,
+        gid: options.identity.gid,
+        root_pid: trace.root_pid,
+        traps: trace.traps,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let files: Vec<BlockFile> = trace
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| BlockFile {
+            file: i as u32,
+            path: f.path.clone(),
+            dev: f.dev,
+            ino: f.ino,
+            size: f.size,
+            mtime_ns: f.mtime_ns,
+            build_id: f.build_id.clone(),
+            has_map: f.map.is_some(),
+            problem: f.problem.clone(),
+            armed: f.armed,
+        })
+        .collect();
+    let blocks: Vec<BlockEvent> = trace
+        .hits
+        .iter()
+        .filter_map(|hit| {
+            let map = trace.files[hit.file].map.as_ref()?;
+            let function = map.functions.get(hit.block.function as usize)?;
+            let block = trace.block(hit)?;
+            Some(BlockEvent {
+                pid: hit.pid,
+                first_seq: hit.seq,
+                file: hit.file as u32,
+                function: function.address,
+                symbol: function.names.first().cloned(),
+                bb_id: block.id,
+                address: block.address,
+                offset: block.offset,
+                size: block.size,
+                first_t_ns: hit.t_ns as i64,
+            })
+        })
+        .collect();
+    profile.write_block_run(&run, &files, &blocks)
 }
 
 fn kill_all(root_pid: i32, live: &Mutex<HashSet<i32>>) {

@@ -5,8 +5,10 @@
 use crate::args::TraceArgs;
 use crate::output;
 use anyhow::Context;
-use coldstart_profile::{BlockEndReason, BlockEvent, BlockFile, BlockRun, Profile};
-use coldstart_record::blocks::{BlockEnd, BlockTrace, BlockTraceOptions, trace_blocks};
+use coldstart_profile::{BlockFile, Profile};
+use coldstart_record::blocks::{
+    BlockEnd, BlockTrace, BlockTraceOptions, trace_blocks, write_block_run,
+};
 use coldstart_system::launch::Identity;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -37,14 +39,14 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     let trace = trace_blocks(&options, &interrupted);
     spinner.finish_and_clear();
     let trace = trace.with_context(|| format!("tracing the blocks of {program}"))?;
-    let (run, files, blocks) = rows(args, &identity, &trace);
-    let id = profile
-        .write_block_run(&run, &files, &blocks)
+    let id = write_block_run(&mut profile, &trace, &options)
         .with_context(|| format!("writing the block trace to {}", args.output.display()))?;
+    let files = profile.block_files(id)?;
+    let blocks_ran = trace.hits.len();
     if !existed && identity.switches() {
         coldstart_profile::give_to(&args.output, identity.uid, identity.gid);
     }
-    let summary = Summary::new(args, id, &trace, &files, blocks.len());
+    let summary = Summary::new(args, id, &trace, &files, blocks_ran);
     if args.json {
         output::print_json(&summary)?;
     } else {
@@ -54,79 +56,6 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         BlockEnd::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,
     })
-}
-
-/// The profile rows of a block trace.
-fn rows(
-    args: &TraceArgs,
-    identity: &Identity,
-    trace: &BlockTrace,
-) -> (BlockRun, Vec<BlockFile>, Vec<BlockEvent>) {
-    let run = BlockRun {
-        id: 0,
-        argv: args
-            .program
-            .command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        cwd: std::env::current_dir()
-            .map(|d| d.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        started_at_unix_ns: trace.started_at_unix_ns,
-        duration_ns: trace.duration_ns,
-        end_reason: match trace.end {
-            BlockEnd::Exited => BlockEndReason::Exited,
-            BlockEnd::Timeout => BlockEndReason::Timeout,
-            BlockEnd::Interrupted => BlockEndReason::Interrupted,
-        },
-        exit_code: trace.exit_code,
-        exit_signal: trace.exit_signal,
-        uid: identity.uid,
-        gid: identity.gid,
-        root_pid: trace.root_pid,
-        traps: trace.traps,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
-    let files = trace
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| BlockFile {
-            file: i as u32,
-            path: f.path.clone(),
-            dev: f.dev,
-            ino: f.ino,
-            size: f.size,
-            mtime_ns: f.mtime_ns,
-            build_id: f.build_id.clone(),
-            has_map: f.map.is_some(),
-            problem: f.problem.clone(),
-            armed: f.armed,
-        })
-        .collect();
-    let blocks = trace
-        .hits
-        .iter()
-        .filter_map(|hit| {
-            let map = trace.files[hit.file].map.as_ref()?;
-            let function = map.functions.get(hit.block.function as usize)?;
-            let block = trace.block(hit)?;
-            Some(BlockEvent {
-                pid: hit.pid,
-                first_seq: hit.seq,
-                file: hit.file as u32,
-                function: function.address,
-                symbol: function.names.first().cloned(),
-                bb_id: block.id,
-                address: block.address,
-                offset: block.offset,
-                size: block.size,
-                first_t_ns: hit.t_ns as i64,
-            })
-        })
-        .collect();
-    (run, files, blocks)
 }
 
 /// What `trace --blocks` prints.
