@@ -393,7 +393,9 @@ pub fn split_from_profile(
     })?;
     let block_run = profile.block_run(run)?;
     let files = profile.block_files(block_run.id)?;
-    let build_id = coldstart_system::build_id::build_id(binary);
+    let build_id = std::fs::File::open(binary)
+        .ok()
+        .and_then(|file| coldstart_system::build_id::build_id_of_open(&file));
     let canonical = std::fs::canonicalize(binary).ok();
     let traced: Vec<&coldstart_profile::BlockFile> = files.iter().filter(|f| f.has_map).collect();
     let chosen = traced
