@@ -27,6 +27,11 @@ pub struct Relayout {
     sections: Vec<(u64, u64)>,
     /// Those of them that hold code.
     code_sections: Vec<(u64, u64)>,
+    /// Code a split layout moves but no replayed trace covers (startup
+    /// files' code, functions built without block maps): (old start, old
+    /// end, new start), sorted. An access to an old page holding such code
+    /// is replayed at its new place.
+    untraced_code: Vec<(u64, u64, u64)>,
     pub summary: RelayoutSummary,
     /// The functions a start called, when a function trace says: then the
     /// prediction replays exactly them instead of whole touched pages.
@@ -132,6 +137,7 @@ impl Relayout {
             moves,
             sections,
             code_sections,
+            untraced_code: Vec::new(),
             summary,
             functions: None,
         }
@@ -145,7 +151,17 @@ impl Relayout {
     /// place them. The rest of each function moves out of the way (to its
     /// `.cold` part), which matters to no start replayed from the blocks
     /// it ran ([`Relayout::with_functions`]).
-    pub fn split(path: &str, index: &OffsetIndex, clusters: &[Vec<(u64, u64)>]) -> Relayout {
+    ///
+    /// `untraced` are the code section's stretches that no cluster's
+    /// function covers (as (file offset, bytes)): the linker places them
+    /// after the ordered code, in their order, and a start that touched
+    /// them touches them there.
+    pub fn split(
+        path: &str,
+        index: &OffsetIndex,
+        clusters: &[Vec<(u64, u64)>],
+        untraced: &[(u64, u64)],
+    ) -> Relayout {
         let mut summary = RelayoutSummary {
             ordered: clusters.len() as u64,
             ..RelayoutSummary::default()
@@ -158,6 +174,7 @@ impl Relayout {
         });
         let mut moves = Vec::new();
         let mut sections = Vec::new();
+        let mut untraced_code = Vec::new();
         if let Some(section) = section {
             sections.push((section.offset, section.end()));
             summary.sections.push(section.name.clone());
@@ -184,16 +201,46 @@ impl Relayout {
                     summary.missing += 1;
                 }
             }
+            for &(offset, size) in untraced {
+                if offset < section.offset || offset + size > section.end() {
+                    continue;
+                }
+                address = address.next_multiple_of(MAX_ALIGN);
+                untraced_code.push((
+                    offset,
+                    offset + size,
+                    section.offset + (address - section.address),
+                ));
+                address += size;
+            }
         }
         moves.sort_unstable();
+        untraced_code.sort_unstable();
         Relayout {
             path: path.to_string(),
             moves,
             code_sections: sections.clone(),
             sections,
+            untraced_code,
             summary,
             functions: None,
         }
+    }
+
+    /// The new pages of the untraced code (see [`Relayout::split`]) that
+    /// old page `page` holds; empty for other layouts.
+    pub fn untraced_pages_for(&self, page: u64, page_size: u64) -> Vec<u64> {
+        let (start, end) = (page * page_size, (page + 1) * page_size);
+        let mut pages = Vec::new();
+        for &(old_start, old_end, new_start) in &self.untraced_code {
+            if old_start < end && start < old_end {
+                let (a, b) = (old_start.max(start), old_end.min(end));
+                let (new_a, new_b) = (new_start + (a - old_start), new_start + (b - old_start));
+                pages.extend(new_a / page_size..new_b.div_ceil(page_size));
+            }
+        }
+        pages.dedup();
+        pages
     }
 
     /// Predicts from the functions a start called instead of whole pages.
@@ -238,6 +285,19 @@ impl Relayout {
         pages.sort_unstable();
         pages.dedup();
         pages
+    }
+
+    /// Whether old page `page` holds bytes outside the code sections laid
+    /// out anew (the end of the section before, the start of the one
+    /// after): those stay where they are.
+    pub fn holds_other_bytes(&self, page: u64, page_size: u64) -> bool {
+        let (start, end) = (page * page_size, (page + 1) * page_size);
+        let inside: u64 = self
+            .code_sections
+            .iter()
+            .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+            .sum();
+        inside < end - start
     }
 
     /// New file offset of the symbol now at `offset`, if it moves.

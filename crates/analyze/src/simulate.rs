@@ -346,10 +346,19 @@ fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u
     };
     let mut merged: Vec<(i64, Access)> = accesses
         .iter()
-        .filter(|(_, a)| !relayout.is_relaid_code(a.page, page_size))
         .flat_map(|&(t, access)| {
-            relayout
-                .pages_for(access.page, page_size)
+            // Relaid code is replayed from the trace of what ran, but for
+            // code no such trace covers.
+            let pages = if relayout.is_relaid_code(access.page, page_size) {
+                let mut pages = relayout.untraced_pages_for(access.page, page_size);
+                if relayout.holds_other_bytes(access.page, page_size) {
+                    pages.push(access.page);
+                }
+                pages
+            } else {
+                relayout.pages_for(access.page, page_size)
+            };
+            pages
                 .into_iter()
                 .map(move |page| (t, Access { page, ..access }))
         })

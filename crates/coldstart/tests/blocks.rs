@@ -581,18 +581,21 @@ fn clusters_need_a_binary_with_a_block_map() {
     assert!(!dir.path().join("c").exists());
 }
 
-/// Functions whose start runs a few bytes each and whose unlikely paths
-/// hold kilobytes: the split build packs the startup parts into a few
-/// pages where the base build spreads them over the whole text.
+/// Functions whose start runs a hundred bytes or so each and whose unlikely
+/// paths hold a kilobyte and more: the split build packs the startup parts
+/// into a few dozen pages where the base build spreads them over the whole
+/// text.
 fn spread_source(functions: usize) -> String {
     let mut text = String::from("#include <stdio.h>\nvolatile int sink;\n");
     for n in 0..functions {
         text.push_str(&format!(
             "__attribute__((noinline)) int g{n}(int x) {{\n\
              \x20 if (x == 123456789) {{ {} return sink; }}\n\
+             \x20 {}\n\
              \x20 return x + {n};\n\
              }}\n",
-            "sink = sink * 3 + x; sink ^= x; ".repeat(60)
+            "sink = sink * 3 + x; sink ^= x; ".repeat(40),
+            format!("sink += x * {n}; sink ^= sink >> 3; ").repeat(6)
         ));
     }
     text.push_str("int main(int argc, char **argv) {\n  int s = 0;\n");
@@ -633,7 +636,7 @@ fn simulate_predicts_the_pages_a_split_build_reads() {
         return;
     }
     let dir = coldstart_testkit::world_readable_temp_dir("coldstart-blocks-test");
-    let source = spread_source(400);
+    let source = spread_source(600);
     let base_flags = [
         "-O2",
         "-ffunction-sections",
@@ -689,6 +692,9 @@ fn simulate_predicts_the_pages_a_split_build_reads() {
     let split = clang(&dir.path().join("split"), &source, "app", &flags);
     let (_, split_pages) = demand_trace(&db, &split, "split/app");
 
+    eprintln!(
+        "predicted {predicted} pages, the split build read {split_pages}, the base {base_pages}"
+    );
     // The split build reads far less of itself, and the prediction made
     // before the relink is within 10% of what it read.
     assert!(

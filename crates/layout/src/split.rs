@@ -294,6 +294,50 @@ fn got_targets(data: &[u8]) -> HashMap<u64, u64> {
     targets
 }
 
+/// The stretches of `map`'s file's code that no function of the map covers
+/// (gaps of at least 16 bytes between functions: startup files' code,
+/// functions built without block maps), as (file offset, bytes), within
+/// the executable section holding the map's functions.
+pub fn untraced_code(map: &BlockMap, index: &OffsetIndex) -> Vec<(u64, u64)> {
+    const PADDING: u64 = 16;
+    let mut covered: Vec<(u64, u64)> = map
+        .functions
+        .iter()
+        .flat_map(|f| &f.ranges)
+        .filter_map(|r| {
+            let first = r.blocks.first()?;
+            let last = r.blocks.last()?;
+            Some((first.offset, last.offset + last.size))
+        })
+        .collect();
+    covered.sort_unstable();
+    let Some(&(first, _)) = covered.first() else {
+        return Vec::new();
+    };
+    let Some(section) = index
+        .sections()
+        .iter()
+        .find(|s| s.executable && s.offset <= first && first < s.end())
+    else {
+        return Vec::new();
+    };
+    let mut gaps = Vec::new();
+    let mut at = section.offset;
+    for (start, end) in covered {
+        if start >= section.end() {
+            break;
+        }
+        if start >= at + PADDING {
+            gaps.push((at, start - at));
+        }
+        at = at.max(end);
+    }
+    if section.end() >= at + PADDING {
+        gaps.push((at, section.end() - at));
+    }
+    gaps
+}
+
 /// The data symbols the blocks that ran address RIP-relative (loads,
 /// stores and `lea`), in the order of the blocks' first runs: what the
 /// start's code itself reaches. `data` is the binary's contents.

@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use coldstart_analyze::relayout::{CalledFunction, Relayout};
 use coldstart_analyze::simulate::{self, SimulateOptions};
 use coldstart_binary::OffsetIndex;
-use coldstart_layout::split::split_from_profile;
+use coldstart_binary::block_map::read_block_map_path;
+use coldstart_layout::split::{split_from_profile, untraced_code};
 use coldstart_layout::traced;
 use coldstart_profile::Profile;
 use coldstart_report::Style;
@@ -89,7 +90,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
-        let relayout = Relayout::split(&traced, &index, &clusters).with_functions(ran);
+        let map = read_block_map_path(Path::new(&traced))?
+            .with_context(|| format!("{traced} has no block map"))?;
+        let untraced = untraced_code(&map, &index);
+        let relayout = Relayout::split(&traced, &index, &clusters, &untraced).with_functions(ran);
         if relayout.summary.placed == 0 {
             bail!(
                 "block run {} of {} ran no block {traced} could place",
