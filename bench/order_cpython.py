@@ -24,11 +24,12 @@ same gcc objects, so only the layout differs:
   clang-base (`coldstart trace --blocks`), compiled again with
   -fbasic-block-sections=list and linked with lld in its order.
 
-For each: text pages of libpython the start touched (a readahead-off
-trace), what it read at read_ahead_kb 128 and at the device's own setting
-(cold traces), and cold start times at 128, 10 interleaved runs
-(`coldstart bench`; the device's read_ahead_kb is set for the bench and
-restored). Needs root. Installs what it needs with apt-get, keeps builds in
+For each: text pages and data pages (.rodata, .data.rel.ro, .data) of
+libpython the start touched (a readahead-off trace), what it read at
+read_ahead_kb 128 and at the device's own setting (cold traces), and cold
+start times at 128 and at the device's setting, --runs interleaved runs
+each (`coldstart bench`; the device's read_ahead_kb is set for the bench
+at 128 and restored). Needs root. Installs what it needs with apt-get, keeps builds in
 --work between runs (a build is skipped when its directory is complete).
 
     sudo bench/order_cpython.py [--work DIR] [--runs N] [--variants base,coldstart-split,...]
@@ -149,13 +150,20 @@ def trace(coldstart, db, build, read_ahead_kb=None, extra=(), env_prefix=()):
     return json.loads(out)["run"]
 
 
+DATA_SECTIONS = (".rodata", ".data.rel.ro", ".data")
+
+
 def library_figures(coldstart, db, run, build):
+    """The library's row of the run's report, its .text row, and the pages
+    of its data sections the run read."""
     report = json.loads(sh([coldstart, "report", db, "--run", str(run), "--json", "--file",
                             f"*{LIB}"], capture_output=True, text=True).stdout)
     path = os.path.join(build, LIB)
     file = next(f for f in report["files"] if f["path"] == path)
-    text = next((s for s in file.get("sections", []) if s["name"] == ".text"), None)
-    return file, text
+    sections = file.get("sections", [])
+    text = next((s for s in sections if s["name"] == ".text"), None)
+    data = sum(s["pages_read"] for s in sections if s["name"] in DATA_SECTIONS)
+    return file, text, data
 
 
 def device_read_ahead():
@@ -294,10 +302,10 @@ def main():
         demand = trace(coldstart, db, build_dir, read_ahead_kb=0)
         at_128 = trace(coldstart, db, build_dir, read_ahead_kb=128)
         at_device = trace(coldstart, db, build_dir)
-        _, text = library_figures(coldstart, db, demand, build_dir)
-        f128, _ = library_figures(coldstart, db, at_128, build_dir)
-        fdev, _ = library_figures(coldstart, db, at_device, build_dir)
-        rows.append((name, text["pages_read"] if text else None, f128, fdev))
+        _, text, data = library_figures(coldstart, db, demand, build_dir)
+        f128, _, _ = library_figures(coldstart, db, at_128, build_dir)
+        fdev, _, _ = library_figures(coldstart, db, at_device, build_dir)
+        rows.append((name, text["pages_read"] if text else None, data, f128, fdev))
 
     names = list(variants)
     commands = [python(variants[name]) for name in names]
@@ -334,11 +342,11 @@ def main():
     print(f"\nCPython 3.11 ({os.path.basename(src)}), libpython3.11.so.1.0, "
           f"`python -c \"import json, decimal, asyncio\"`; device read_ahead_kb {device_kb}; "
           f"times: {args.runs} interleaved cold runs, ratio of means to {names[0]} [95% CI]\n")
-    print("| variant | .text pages touched | read at 128 KiB | requests | read at device | "
-          f"requests | cold start at 128 KiB | cold start at {device_kb} KiB |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|")
-    for name, text, f128, fdev in rows:
-        print(f"| {name} | {text} | {f128['bytes_read'] / 2**20:.2f} MiB | "
+    print("| variant | .text pages touched | data pages touched | read at 128 KiB | requests | "
+          f"read at device | requests | cold start at 128 KiB | cold start at {device_kb} KiB |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for name, text, data, f128, fdev in rows:
+        print(f"| {name} | {text} | {data} | {f128['bytes_read'] / 2**20:.2f} MiB | "
               f"{f128['read_requests']} | {fdev['bytes_read'] / 2**20:.2f} MiB | "
               f"{fdev['read_requests']} | {times[(name, '128')]} | "
               f"{times[(name, device_kb)]} |")
