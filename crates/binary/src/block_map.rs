@@ -760,6 +760,169 @@ fn name_functions<H: FileHeader<Endian = Endianness>>(
     Ok(())
 }
 
+/// A block map found by disassembling the functions of an x86-64 ELF file
+/// built without one (gcc, or clang without -fbasic-block-address-map):
+/// each function's symbol gives its bytes, and its blocks start at its
+/// entry, at the targets of its direct jumps and branches, and after each
+/// jump, branch, return or trap. Calls do not end a block (as in LLVM and
+/// BOLT). Blocks only reached through a jump table or as exception landing
+/// pads are not found: they stay inside the block before them. Ids are
+/// the blocks' indices within their function; `version` is 0.
+pub fn discover_block_map(path: &Path, data: &[u8]) -> Result<BlockMap> {
+    match detect(data) {
+        Some(Detected::Elf) => {}
+        _ => {
+            return Err(Error::Unsupported {
+                path: path.to_path_buf(),
+                format: Format::Elf.name(),
+                detail: "blocks are found by disassembly in x86-64 ELF files only".to_string(),
+            });
+        }
+    }
+    if data.get(4).map(|&class| e::FileClass(class)) != Some(e::ELFCLASS64) {
+        return Err(unsupported(
+            path,
+            "blocks are found in 64-bit (x86-64) files only",
+        ));
+    }
+    discover_elf::<e::FileHeader64<Endianness>>(path, data)
+}
+
+/// Maps one file and finds its blocks, as [`discover_block_map`].
+pub fn discover_block_map_path(path: &Path) -> Result<BlockMap> {
+    let file = MappedFile::open(path)?;
+    discover_block_map(file.path(), file.bytes())
+}
+
+fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) -> Result<BlockMap> {
+    use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+    let elf = Elf::<H>::parse(path, data, DEFAULT_PAGE_SIZE)?;
+    check_linked(&elf)?;
+    if elf.header.e_machine(elf.endian) != e::EM_X86_64 {
+        return Err(unsupported(
+            path,
+            "blocks are found by disassembly in x86-64 files only",
+        ));
+    }
+    let file = object::File::parse(data).map_err(|err| malformed(path, err.to_string()))?;
+    let mut entries: Vec<(u64, u64, object::SectionIndex)> = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0 && !s.is_undefined())
+        .filter_map(|s| Some((s.address(), s.size(), s.section_index()?)))
+        .collect();
+    entries.sort_unstable_by_key(|e| (e.0, e.1));
+    entries.dedup_by_key(|e| e.0);
+    let mut functions = Vec::with_capacity(entries.len());
+    for (address, size, section) in entries {
+        let Ok(section) = file.section_by_index(section) else {
+            continue;
+        };
+        let Ok(bytes) = section.data() else {
+            continue;
+        };
+        let Some(start) = address.checked_sub(section.address()) else {
+            continue;
+        };
+        let Some(code) = usize::try_from(start)
+            .ok()
+            .and_then(|s| bytes.get(s..s.checked_add(usize::try_from(size).ok()?)?))
+        else {
+            continue;
+        };
+        let blocks = discover_blocks(address, code);
+        if !blocks.is_empty() {
+            functions.push(MappedFunction {
+                address,
+                names: Vec::new(),
+                ranges: vec![BlockRange {
+                    base: address,
+                    blocks,
+                }],
+            });
+        }
+    }
+    place_blocks(&elf, &mut functions)?;
+    name_functions(&elf, &mut functions)?;
+    Ok(BlockMap::new(0, functions))
+}
+
+/// The blocks of one function's `code`, which starts at `address`.
+fn discover_blocks(address: u64, code: &[u8]) -> Vec<Block> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
+    let end = address + code.len() as u64;
+    let mut decoder = Decoder::with_ip(64, code, address, DecoderOptions::NONE);
+    let mut instruction = Instruction::default();
+    // Each instruction's start and how it ends a block, if it does.
+    let mut instructions: Vec<(u64, FlowControl)> = Vec::new();
+    let mut leaders = std::collections::BTreeSet::from([address]);
+    while decoder.can_decode() {
+        decoder.decode_out(&mut instruction);
+        if instruction.is_invalid() {
+            // Data or padding the decoder cannot read: no block starts
+            // inside it but at a target found elsewhere.
+            break;
+        }
+        let flow = instruction.flow_control();
+        instructions.push((instruction.ip(), flow));
+        match flow {
+            FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch => {
+                let target = instruction.near_branch_target();
+                if (address..end).contains(&target) {
+                    leaders.insert(target);
+                }
+                leaders.insert(instruction.next_ip());
+            }
+            FlowControl::Return
+            | FlowControl::IndirectBranch
+            | FlowControl::Interrupt
+            | FlowControl::Exception => {
+                leaders.insert(instruction.next_ip());
+            }
+            _ => {}
+        }
+    }
+    // Only leaders at instruction starts (a target inside an instruction
+    // is not code this decoding sees).
+    let starts: std::collections::HashSet<u64> = instructions.iter().map(|i| i.0).collect();
+    let leaders: Vec<u64> = leaders.into_iter().filter(|l| starts.contains(l)).collect();
+    let last_flow = |from: u64, to: u64| {
+        instructions
+            .iter()
+            .rev()
+            .find(|i| i.0 >= from && i.0 < to)
+            .map(|i| i.1)
+    };
+    leaders
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| {
+            let stop = leaders.get(i + 1).copied().unwrap_or(end);
+            let flow = last_flow(start, stop);
+            Block {
+                id: i as u32,
+                address: start,
+                offset: 0,
+                size: stop - start,
+                flags: BlockFlags {
+                    has_return: flow == Some(FlowControl::Return),
+                    has_tail_call: false,
+                    is_eh_pad: false,
+                    can_fall_through: !matches!(
+                        flow,
+                        Some(
+                            FlowControl::Return
+                                | FlowControl::UnconditionalBranch
+                                | FlowControl::IndirectBranch
+                        )
+                    ),
+                    has_indirect_branch: flow == Some(FlowControl::IndirectBranch),
+                },
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -371,6 +371,11 @@ pub struct TraceArgs {
     #[arg(long, conflicts_with_all = ["functions", "user_faults", "loader", "read_ahead_kb", "evict", "evict_from", "ready_regex", "ready_file"])]
     pub blocks: bool,
 
+    /// With --blocks: also trace this file, which has no block map, by finding its
+    /// blocks by disassembly (x86-64; a gcc build, or a binary for BOLT) (repeatable)
+    #[arg(long, value_name = "PATH", requires = "blocks")]
+    pub discover: Vec<PathBuf>,
+
     /// Set every device's read_ahead_kb to this for the run, restored after. With 0
     /// the kernel reads only the pages the program demands, so pages read are pages
     /// touched: the exact input for a prefetch plan (affects all processes meanwhile)
@@ -543,7 +548,9 @@ Examples:
   coldstart order app.db --binary build/app --linker bfd --strategy balanced -o app.ld   (then -T app.ld)
   coldstart trace --blocks -o app.db -- ./bbmap/app   (built with clang -fbasic-block-address-map)
   coldstart order app.db --binary bbmap/app --linker lld --clusters app.clusters -o app.order
-  clang ... -ffunction-sections -fbasic-block-sections=list=app.clusters -fuse-ld=lld -Wl,--symbol-ordering-file=app.order";
+  clang ... -ffunction-sections -fbasic-block-sections=list=app.clusters -fuse-ld=lld -Wl,--symbol-ordering-file=app.order
+  coldstart trace --blocks --discover app -o app.db -- ./app   (no block map: blocks found by disassembly)
+  coldstart order app.db --binary app --linker bolt --clusters app.fdata -o app.order   (for llvm-bolt -data= -function-order=)";
 
 #[derive(Debug, Args)]
 pub struct OrderArgs {
@@ -586,9 +593,10 @@ pub struct OrderArgs {
     #[arg(long, value_name = "PATH")]
     pub objects: Vec<PathBuf>,
 
-    /// Split functions: from a block trace (`coldstart trace --blocks` of --binary, built
-    /// with clang -fbasic-block-address-map), write clang's cluster file here (for
-    /// -fbasic-block-sections=list=FILE) and lld's symbol order to -o
+    /// Split functions: from a block trace (`coldstart trace --blocks` of --binary), write
+    /// here clang's cluster file (--linker lld, for -fbasic-block-sections=list=FILE; -o
+    /// gets lld's symbol order) or BOLT's profile of the blocks that ran (--linker bolt,
+    /// for llvm-bolt -data=FILE -split-functions; -o gets the function order)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["pages", "module", "objects"])]
     pub clusters: Option<PathBuf>,
 

@@ -4,7 +4,7 @@
 //! program's source for what ran in which process, and nm and the relinked
 //! build's own block map for the split layout.
 
-use coldstart_binary::block_map::{BlockMap, read_block_map_path};
+use coldstart_binary::block_map::{BlockMap, discover_block_map_path, read_block_map_path};
 use coldstart_profile::Profile;
 use coldstart_testkit::{run_ok, skip};
 use serde_json::Value;
@@ -175,23 +175,61 @@ fn blocks_of_an_lld_link_match_valgrinds_instruction_trace() {
     check_against_lackey(dir.path(), "simple-lld", &flags);
 }
 
+/// A gcc build has no block map: its blocks are found by disassembly
+/// (`--discover`), and the breakpoints on them see what valgrind sees.
+#[test]
+fn discovered_blocks_of_a_gcc_build_match_valgrinds_instruction_trace() {
+    if !tools(&["valgrind", "gcc"]) {
+        return;
+    }
+    let dir = temp_dir();
+    let program = gcc(
+        dir.path(),
+        &simple_source(),
+        "simple-gcc",
+        &["-O2", "-no-pie"],
+    );
+    check_program_against_lackey(dir.path(), &program, "simple-gcc", true);
+}
+
+fn gcc(dir: &Path, source: &str, out: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{out}.c"));
+    std::fs::write(&src, source).unwrap();
+    let path = dir.join(out);
+    run_ok(
+        Command::new("gcc")
+            .args(flags)
+            .arg(&src)
+            .arg("-o")
+            .arg(&path),
+    );
+    path
+}
+
 fn check_against_lackey(dir: &Path, name: &str, flags: &[&str]) {
     let program = clang(dir, &simple_source(), name, flags);
-    let plain_output = run_ok(&mut Command::new(&program)).stdout;
+    check_program_against_lackey(dir, &program, name, false);
+}
+
+fn check_program_against_lackey(dir: &Path, program: &Path, name: &str, discover: bool) {
+    let plain_output = run_ok(&mut Command::new(program)).stdout;
     let db = dir.join("b.db");
-    let traced = run_ok(
-        coldstart()
-            .args(["trace", "--blocks", "--json", "-o"])
-            .arg(&db)
-            .arg("--")
-            .arg(&program),
-    );
+    let mut trace = coldstart();
+    trace.args(["trace", "--blocks", "--json", "-o"]).arg(&db);
+    if discover {
+        trace.arg("--discover").arg(program);
+    }
+    let traced = run_ok(trace.arg("--").arg(program));
     let summary: Value = serde_json::from_slice(&traced.stdout).unwrap();
     assert_eq!(summary["end_reason"], "exited", "{summary:#}");
     assert_eq!(summary["exit_code"], 0, "{summary:#}");
 
-    let map = read_block_map_path(&program).unwrap().expect("a block map");
-    let oracle = lackey_first_runs(&program, &map, dir);
+    let map = if discover {
+        discover_block_map_path(program).unwrap()
+    } else {
+        read_block_map_path(program).unwrap().expect("a block map")
+    };
+    let oracle = lackey_first_runs(program, &map, dir);
     let blocks = traced_blocks(&db, name);
     let ours: Vec<u64> = blocks.iter().map(|b| b.3).collect();
     assert!(oracle.len() > 20, "valgrind saw {} blocks", oracle.len());
@@ -890,4 +928,104 @@ fn data_reached_through_the_got_is_named_in_the_split_order() {
         .map(str::to_string)
         .collect();
     assert_eq!(names, ["read_shared", "shared3", "shared1"]);
+}
+
+/// A binary that can only be rewritten: its blocks found by disassembly,
+/// traced, and handed to BOLT as a profile of the blocks that ran, which
+/// BOLT splits the functions by and places in first-run order.
+#[test]
+fn bolt_splits_and_orders_functions_by_a_block_trace() {
+    if !tools(&["gcc", "llvm-bolt-19"]) {
+        return;
+    }
+    let dir = temp_dir();
+    // BOLT rewrites a link that kept its relocations (-q).
+    let program = gcc(
+        dir.path(),
+        &simple_source(),
+        "app",
+        &["-O2", "-no-pie", "-fno-inline", "-Wl,-q"],
+    );
+    let expected_output = run_ok(&mut Command::new(&program)).stdout;
+    let db = dir.path().join("b.db");
+    run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "-o"])
+            .arg(&db)
+            .arg("--discover")
+            .arg(&program)
+            .arg("--")
+            .arg(&program),
+    );
+    let profile = dir.path().join("app.fdata");
+    let order = dir.path().join("app.order");
+    run_ok(
+        coldstart()
+            .arg("order")
+            .arg(&db)
+            .arg("--binary")
+            .arg(&program)
+            .args(["--linker", "bolt", "--clusters"])
+            .arg(&profile)
+            .arg("-o")
+            .arg(&order),
+    );
+    let names: Vec<String> = std::fs::read_to_string(&order)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let ours: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n == "main" || CALLED.contains(n))
+        .collect();
+    let expected: Vec<&str> = std::iter::once("main").chain(CALLED).collect();
+    assert_eq!(ours, expected, "{names:?}");
+    assert!(!names.iter().any(|n| n == "never"), "{names:?}");
+
+    let bolted = dir.path().join("app.bolt");
+    run_ok(
+        Command::new("llvm-bolt-19")
+            .arg(&program)
+            .arg("-o")
+            .arg(&bolted)
+            .arg(format!("-data={}", profile.display()))
+            .args([
+                "-split-functions",
+                "-reorder-blocks=ext-tsp",
+                "-reorder-functions=user",
+            ])
+            .arg(format!("-function-order={}", order.display())),
+    );
+    assert_eq!(run_ok(&mut Command::new(&bolted)).stdout, expected_output);
+    // nm: main and the fN in first-run order in BOLT's hot text, each fN's
+    // unlikely path in a cold fragment, and `never` left where it was.
+    let nm = run_ok(Command::new("nm").arg("-n").arg(&bolted));
+    let text: Vec<(u64, String)> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f[..] {
+                [a, "T" | "t", n] => Some((u64::from_str_radix(a, 16).ok()?, n.to_string())),
+                _ => None,
+            }
+        })
+        .collect();
+    let address = |name: &str| {
+        text.iter()
+            .find(|t| t.1 == name)
+            .unwrap_or_else(|| panic!("{name} in {text:?}"))
+            .0
+    };
+    let placed: Vec<u64> = expected.iter().map(|n| address(n)).collect();
+    assert!(placed.windows(2).all(|w| w[0] < w[1]), "{text:?}");
+    for name in CALLED {
+        assert!(
+            text.iter()
+                .any(|t| t.1.starts_with(&format!("{name}.cold"))),
+            "{name}'s cold part in {text:?}"
+        );
+    }
+    assert!(address("never") < placed[0], "{text:?}");
 }

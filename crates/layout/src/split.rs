@@ -57,6 +57,8 @@ pub struct SplitFunction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlacedBlock {
     pub bb_id: u32,
+    /// Link-time address now.
+    pub address: u64,
     /// File offset and bytes now.
     pub offset: u64,
     pub size: u64,
@@ -127,6 +129,35 @@ impl SplitOrder {
             for id in &function.blocks {
                 let _ = write!(out, " {id}");
             }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// BOLT's profile of the start, in its format for samples without
+    /// branch records (`no_lbr`): one sample in each block that ran, so
+    /// that `llvm-bolt -split-functions` moves every other block of those
+    /// functions to their cold parts.
+    pub fn bolt_profile(&self) -> String {
+        let mut out = String::from("no_lbr\n");
+        for function in &self.functions {
+            for block in function.placed.iter().filter(|b| b.first_t_ns.is_some()) {
+                let _ = writeln!(
+                    out,
+                    "1 {} {:x} 1",
+                    function.name,
+                    block.address - function.address
+                );
+            }
+        }
+        out
+    }
+
+    /// BOLT's `-function-order` file: the functions in first-run order.
+    pub fn function_order(&self) -> String {
+        let mut out = String::new();
+        for function in &self.functions {
+            out.push_str(&function.name);
             out.push('\n');
         }
         out
@@ -234,6 +265,7 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
                 let block = all.iter().find(|b| b.id == id)?;
                 Some(PlacedBlock {
                     bb_id: id,
+                    address: block.address,
                     offset: block.offset,
                     size: block.size,
                     first_t_ns: first_run.get(&(address, id)).copied(),
@@ -418,23 +450,34 @@ pub struct SplitReport {
 /// The split order of `binary` (the build that was traced, with its
 /// `.llvm_bb_addr_map`) from block run `run` of `profile` (the newest when
 /// None).
+///
+/// With `discover`, a binary without a block map has its blocks found by
+/// disassembly, as `coldstart trace --blocks --discover` found them: for
+/// BOLT's profile, not for clang's cluster file, whose block ids are the
+/// compiler's.
 pub fn split_from_profile(
     profile: &coldstart_profile::Profile,
     binary: &std::path::Path,
     run: Option<i64>,
     page_runs: &[coldstart_profile::RunId],
+    discover: bool,
 ) -> crate::Result<SplitReport> {
     let fail = |detail: String| crate::Error::Object {
         path: binary.to_path_buf(),
         detail,
     };
-    let map = coldstart_binary::block_map::read_block_map_path(binary)?.ok_or_else(|| {
-        fail(
-            "has no .llvm_bb_addr_map: build it with clang -fbasic-block-address-map and trace \
-             that build with `coldstart trace --blocks`"
-                .to_string(),
-        )
-    })?;
+    let map = match coldstart_binary::block_map::read_block_map_path(binary)? {
+        Some(map) => map,
+        None if discover => coldstart_binary::block_map::discover_block_map_path(binary)?,
+        None => {
+            return Err(fail(
+                "has no .llvm_bb_addr_map: build it with clang -fbasic-block-address-map and \
+                 trace that build with `coldstart trace --blocks` (or, for BOLT, trace it with \
+                 --discover and give --linker bolt)"
+                    .to_string(),
+            ));
+        }
+    };
     let block_run = profile.block_run(run)?;
     let files = profile.block_files(block_run.id)?;
     let build_id = std::fs::File::open(binary)

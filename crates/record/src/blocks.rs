@@ -18,7 +18,7 @@
 //! pages a start reads, and `coldstart trace --blocks` records no page
 //! events.
 
-use coldstart_binary::block_map::{BlockMap, read_block_map_path};
+use coldstart_binary::block_map::{BlockMap, discover_block_map_path, read_block_map_path};
 use coldstart_profile::{BlockEndReason, BlockEvent, BlockFile, BlockRun, BlockRunId, Profile};
 use coldstart_system::launch::Identity;
 use std::collections::{HashMap, HashSet};
@@ -66,6 +66,9 @@ pub struct BlockTraceOptions {
     /// The program's standard output goes to standard error (when
     /// coldstart's own output is JSON).
     pub stdout_to_stderr: bool,
+    /// Files (canonical paths) whose blocks are found by disassembly when
+    /// they have no block map (builds by gcc, or for BOLT).
+    pub discover: Vec<PathBuf>,
 }
 
 /// One file that was mapped executable during the start.
@@ -209,7 +212,7 @@ pub fn trace_blocks(
     let live = Arc::new(Mutex::new(HashSet::from([root_pid])));
     let stop = AtomicBool::new(false);
     let deadline = options.timeout.map(|t| Instant::now() + t);
-    let mut tracer = Tracer::new(root_pid, t0, Arc::clone(&live));
+    let mut tracer = Tracer::new(root_pid, t0, Arc::clone(&live), options.discover.clone());
     let (result, ended_by) = std::thread::scope(|scope| {
         // Ends the trace at the timeout or on Ctrl-C by killing every
         // traced process (a process stopped by ptrace dies of SIGKILL too).
@@ -374,6 +377,8 @@ struct Task {
 }
 
 struct Tracer {
+    /// Files whose blocks are found by disassembly.
+    discover: Vec<PathBuf>,
     root_pid: i32,
     t0: Instant,
     live: Arc<Mutex<HashSet<i32>>>,
@@ -393,8 +398,14 @@ struct Tracer {
 }
 
 impl Tracer {
-    fn new(root_pid: i32, t0: Instant, live: Arc<Mutex<HashSet<i32>>>) -> Tracer {
+    fn new(
+        root_pid: i32,
+        t0: Instant,
+        live: Arc<Mutex<HashSet<i32>>>,
+        discover: Vec<PathBuf>,
+    ) -> Tracer {
         Tracer {
+            discover,
             root_pid,
             t0,
             live,
@@ -673,6 +684,12 @@ impl Tracer {
             )
         } else {
             match read_block_map_path(path) {
+                Ok(None) if self.discover.iter().any(|d| d == path) => {
+                    match discover_block_map_path(path) {
+                        Ok(map) => (Some(Arc::new(map)), None),
+                        Err(e) => (None, Some(e.to_string())),
+                    }
+                }
                 Ok(map) => (map.map(Arc::new), None),
                 Err(e) => (None, Some(e.to_string())),
             }

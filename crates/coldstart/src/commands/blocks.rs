@@ -23,6 +23,13 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         env: Vec::new(),
         timeout: Some(args.readiness.timeout()?),
         stdout_to_stderr: args.json,
+        discover: args
+            .discover
+            .iter()
+            .map(|p| {
+                std::fs::canonicalize(p).with_context(|| format!("--discover {}", p.display()))
+            })
+            .collect::<anyhow::Result<_>>()?,
     };
     let program = args
         .program

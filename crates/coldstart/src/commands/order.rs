@@ -49,15 +49,22 @@ pub fn run(args: &OrderArgs) -> anyhow::Result<ExitCode> {
 
 /// `--clusters`: the cluster file and lld's order from a block trace.
 fn split(args: &OrderArgs, profile: &Profile, clusters: &Path) -> anyhow::Result<ExitCode> {
-    if args.linker != Linker::Lld {
-        bail!(
-            "--clusters writes clang's cluster file and the symbol order lld takes: give --linker lld \
-             (gold, GNU ld and the others cannot order the split parts by symbol)"
-        );
-    }
-    let report = split_from_profile(profile, &args.binary, args.block_run, &args.runs)?;
-    write_file(clusters, &report.order.cluster_file())?;
-    let order = report.order.symbol_order();
+    let bolt = match args.linker {
+        Linker::Lld => false,
+        Linker::Bolt => true,
+        _ => bail!(
+            "--clusters splits functions through clang and lld (--linker lld: a cluster file and a \
+             symbol order) or through BOLT (--linker bolt: a profile and a function order); \
+             gold, GNU ld and the others cannot order the split parts"
+        ),
+    };
+    let report = split_from_profile(profile, &args.binary, args.block_run, &args.runs, bolt)?;
+    let (split, order) = if bolt {
+        (report.order.bolt_profile(), report.order.function_order())
+    } else {
+        (report.order.cluster_file(), report.order.symbol_order())
+    };
+    write_file(clusters, &split)?;
     if args.output.as_os_str() == "-" {
         output::print_text(&order)?;
     } else {
@@ -66,7 +73,7 @@ fn split(args: &OrderArgs, profile: &Profile, clusters: &Path) -> anyhow::Result
     if args.json {
         output::print_json(&report)?;
     } else {
-        eprint!("{}", render_split(&report, clusters));
+        eprint!("{}", render_split(&report, clusters, bolt));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -87,7 +94,7 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn render_split(report: &SplitReport, clusters: &Path) -> String {
+fn render_split(report: &SplitReport, clusters: &Path, bolt: bool) -> String {
     let order = &report.order;
     let human = coldstart_binary::human_bytes;
     let mut out = format!(
@@ -100,7 +107,15 @@ fn render_split(report: &SplitReport, clusters: &Path) -> String {
         human(order.startup_bytes()),
         human(order.function_bytes()),
     );
-    out.push_str(&format!("cluster file: {}\n", clusters.display()));
+    if bolt {
+        out.push_str(&format!(
+            "BOLT profile: {} (llvm-bolt -data=FILE -split-functions -reorder-functions=user \
+             -function-order=ORDER)\n",
+            clusters.display()
+        ));
+    } else {
+        out.push_str(&format!("cluster file: {}\n", clusters.display()));
+    }
     if !order.data.is_empty() {
         let by_code = order.data.iter().filter(|d| d.source == "code").count();
         out.push_str(&format!(

@@ -67,7 +67,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         let traced = simulate::binary_path_in_run(&profile, args.run, glob, binary)?;
         let index = OffsetIndex::from_path(traced.as_ref())
             .with_context(|| format!("reading the symbols of {traced}"))?;
-        let split = split_from_profile(&profile, Path::new(&traced), args.block_run, &[])?;
+        let split = split_from_profile(&profile, Path::new(&traced), args.block_run, &[], false)?;
         for warning in &split.warnings {
             output::step(&format!("warning: {warning}"));
         }
