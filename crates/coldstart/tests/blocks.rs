@@ -86,6 +86,43 @@ fn clang(dir: &Path, source: &str, out: &str, flags: &[&str]) -> PathBuf {
     path
 }
 
+/// `coldstart trace --blocks` of `program` into `db`; with `discover`, that
+/// file's blocks are found by disassembly.
+fn record_blocks(db: &Path, program: &Path, discover: Option<&Path>) {
+    let mut command = coldstart();
+    command.args(["trace", "--blocks", "-o"]).arg(db);
+    if let Some(file) = discover {
+        command.arg("--discover").arg(file);
+    }
+    run_ok(command.arg("--").arg(program));
+}
+
+/// `coldstart order --clusters` of `binary` for `linker`: the split file
+/// and the order written, and the `--json` report returned.
+fn split_order(db: &Path, binary: &Path, linker: &str, split: &Path, order: &Path) -> Value {
+    let ordered = run_ok(
+        coldstart()
+            .arg("order")
+            .arg(db)
+            .arg("--binary")
+            .arg(binary)
+            .args(["--linker", linker, "--json", "--clusters"])
+            .arg(split)
+            .arg("-o")
+            .arg(order),
+    );
+    serde_json::from_slice(&ordered.stdout).unwrap()
+}
+
+/// The lines of an order file.
+fn order_lines(order: &Path) -> Vec<String> {
+    std::fs::read_to_string(order)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// Block runs of `file_name` in the newest block run of `db`: (pid,
 /// function symbol, bb id, address) in first-run order per process.
 fn traced_blocks(db: &Path, file_name: &str) -> Vec<(i32, String, u32, u64)> {
@@ -488,33 +525,12 @@ fn a_split_relink_places_startup_blocks_together_in_first_run_order() {
     let expected_output = run_ok(&mut Command::new(&traced_build)).stdout;
 
     let db = dir.path().join("b.db");
-    run_ok(
-        coldstart()
-            .args(["trace", "--blocks", "-o"])
-            .arg(&db)
-            .arg("--")
-            .arg(&traced_build),
-    );
+    record_blocks(&db, &traced_build, None);
     let clusters = dir.path().join("app.clusters");
     let order = dir.path().join("app.order");
-    let ordered = run_ok(
-        coldstart()
-            .arg("order")
-            .arg(&db)
-            .arg("--binary")
-            .arg(&traced_build)
-            .args(["--linker", "lld", "--json", "--clusters"])
-            .arg(&clusters)
-            .arg("-o")
-            .arg(&order),
-    );
-    let report: Value = serde_json::from_slice(&ordered.stdout).unwrap();
+    let report = split_order(&db, &traced_build, "lld", &clusters, &order);
     // The order is main, then the functions in the order main calls them.
-    let names: Vec<String> = std::fs::read_to_string(&order)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let names = order_lines(&order);
     let expected: Vec<&str> = std::iter::once("main").chain(CALLED).collect();
     assert_eq!(names, expected, "{report:#}");
 
@@ -686,26 +702,10 @@ fn simulate_predicts_the_pages_a_split_build_reads() {
     let base = clang(&dir.path().join("base"), &source, "app", &base_flags);
     let db = dir.path().join("b.db");
     let (base_run, base_pages) = demand_trace(&db, &base, "base/app");
-    run_ok(
-        coldstart()
-            .args(["trace", "--blocks", "-o"])
-            .arg(&db)
-            .arg("--")
-            .arg(&base),
-    );
+    record_blocks(&db, &base, None);
     let clusters = dir.path().join("app.clusters");
     let order = dir.path().join("app.order");
-    run_ok(
-        coldstart()
-            .arg("order")
-            .arg(&db)
-            .arg("--binary")
-            .arg(&base)
-            .args(["--linker", "lld", "--clusters"])
-            .arg(&clusters)
-            .arg("-o")
-            .arg(&order),
-    );
+    split_order(&db, &base, "lld", &clusters, &order);
     let simulated = run_ok(
         coldstart()
             .arg("simulate")
@@ -779,32 +779,11 @@ fn the_data_a_start_reads_follows_its_code_in_the_split_order() {
     let program = clang(dir.path(), &data_source(), "data", &flags);
     let expected_output = run_ok(&mut Command::new(&program)).stdout;
     let db = dir.path().join("b.db");
-    run_ok(
-        coldstart()
-            .args(["trace", "--blocks", "-o"])
-            .arg(&db)
-            .arg("--")
-            .arg(&program),
-    );
+    record_blocks(&db, &program, None);
     let clusters = dir.path().join("data.clusters");
     let order = dir.path().join("data.order");
-    let ordered = run_ok(
-        coldstart()
-            .arg("order")
-            .arg(&db)
-            .arg("--binary")
-            .arg(&program)
-            .args(["--linker", "lld", "--json", "--clusters"])
-            .arg(&clusters)
-            .arg("-o")
-            .arg(&order),
-    );
-    let report: Value = serde_json::from_slice(&ordered.stdout).unwrap();
-    let names: Vec<String> = std::fs::read_to_string(&order)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let report = split_order(&db, &program, "lld", &clusters, &order);
+    let names = order_lines(&order);
     let expected: Vec<&str> = std::iter::once("main").chain(TABLES_READ).collect();
     assert_eq!(names, expected, "{report:#}");
 
@@ -903,30 +882,10 @@ fn data_reached_through_the_got_is_named_in_the_split_order() {
             .arg(&program),
     );
     let db = dir.path().join("b.db");
-    run_ok(
-        coldstart()
-            .args(["trace", "--blocks", "-o"])
-            .arg(&db)
-            .arg("--")
-            .arg(&program),
-    );
+    record_blocks(&db, &program, None);
     let order = dir.path().join("lib.order");
-    run_ok(
-        coldstart()
-            .arg("order")
-            .arg(&db)
-            .arg("--binary")
-            .arg(&lib)
-            .args(["--linker", "lld", "--clusters"])
-            .arg(dir.path().join("lib.clusters"))
-            .arg("-o")
-            .arg(&order),
-    );
-    let names: Vec<String> = std::fs::read_to_string(&order)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    split_order(&db, &lib, "lld", &dir.path().join("lib.clusters"), &order);
+    let names = order_lines(&order);
     assert_eq!(names, ["read_shared", "shared3", "shared1"]);
 }
 
@@ -948,33 +907,11 @@ fn bolt_splits_and_orders_functions_by_a_block_trace() {
     );
     let expected_output = run_ok(&mut Command::new(&program)).stdout;
     let db = dir.path().join("b.db");
-    run_ok(
-        coldstart()
-            .args(["trace", "--blocks", "-o"])
-            .arg(&db)
-            .arg("--discover")
-            .arg(&program)
-            .arg("--")
-            .arg(&program),
-    );
+    record_blocks(&db, &program, Some(&program));
     let profile = dir.path().join("app.fdata");
     let order = dir.path().join("app.order");
-    run_ok(
-        coldstart()
-            .arg("order")
-            .arg(&db)
-            .arg("--binary")
-            .arg(&program)
-            .args(["--linker", "bolt", "--clusters"])
-            .arg(&profile)
-            .arg("-o")
-            .arg(&order),
-    );
-    let names: Vec<String> = std::fs::read_to_string(&order)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    split_order(&db, &program, "bolt", &profile, &order);
+    let names = order_lines(&order);
     let ours: Vec<&str> = names
         .iter()
         .map(String::as_str)
