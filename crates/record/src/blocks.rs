@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 /// What can go wrong tracing blocks.
 #[derive(Debug, thiserror::Error)]
 pub enum BlocksError {
-    #[error("cannot start {program}: {source}")]
+    #[error("cannot start {program}")]
     Start {
         program: String,
         #[source]

@@ -148,18 +148,18 @@ impl Summary {
     }
 
     fn render(&self) -> String {
+        let ending = match (self.exit_code, self.exit_signal) {
+            (_, Some(signal)) if self.end_reason == "exited" => {
+                format!("killed by signal {signal}")
+            }
+            (Some(code), _) if self.end_reason == "exited" => format!("exited, exit code {code}"),
+            _ => self.end_reason.to_string(),
+        };
         let mut out = format!(
-            "block trace {} of {} ({}",
+            "block trace {} of {} ({ending}",
             self.block_run,
             self.command.join(" "),
-            self.end_reason
         );
-        if let Some(code) = self.exit_code {
-            out.push_str(&format!(", exit code {code}"));
-        }
-        if let Some(signal) = self.exit_signal {
-            out.push_str(&format!(", killed by signal {signal}"));
-        }
         out.push_str(&format!(
             ") written to {}: {} blocks ran in {} process(es), {:.0} ms under the tracer\n",
             self.profile, self.blocks_ran, self.processes, self.duration_ms
