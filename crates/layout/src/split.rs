@@ -445,6 +445,39 @@ pub struct SplitReport {
     #[serde(flatten)]
     pub order: SplitOrder,
     pub warnings: Vec<String>,
+    /// The code no function of the block map covers ([`untraced_code`]).
+    #[serde(skip)]
+    pub untraced: Vec<(u64, u64)>,
+    /// The binary's sections and symbols, as read for the order.
+    #[serde(skip)]
+    pub index: OffsetIndex,
+}
+
+impl SplitReport {
+    /// The layout the split build gives the binary, for the simulator:
+    /// the clusters packed in order, and the blocks that ran replayed at
+    /// their new places at the time of their first runs. `path` names the
+    /// binary as the replayed run traced it.
+    pub fn relayout(&self, path: &str) -> coldstart_analyze::relayout::Relayout {
+        use coldstart_analyze::relayout::{CalledFunction, Relayout};
+        let functions = &self.order.functions;
+        let clusters: Vec<Vec<(u64, u64)>> = functions
+            .iter()
+            .map(|f| f.placed.iter().map(|b| (b.offset, b.size)).collect())
+            .collect();
+        let ran = functions
+            .iter()
+            .flat_map(|f| &f.placed)
+            .filter_map(|b| {
+                Some(CalledFunction {
+                    offset: b.offset,
+                    size: b.size,
+                    t_ns: b.first_t_ns?,
+                })
+            })
+            .collect();
+        Relayout::split(path, &self.index, &clusters, &self.untraced).with_functions(ran)
+    }
 }
 
 /// The split order of `binary` (the build that was traced, with its
@@ -592,5 +625,7 @@ pub fn split_from_profile(
         binary: binary.to_path_buf(),
         order,
         warnings,
+        untraced: untraced_code(&map, &index),
+        index,
     })
 }

@@ -4,11 +4,10 @@
 use crate::args::SimulateArgs;
 use crate::output;
 use anyhow::{Context, bail};
-use coldstart_analyze::relayout::{CalledFunction, Relayout};
+use coldstart_analyze::relayout::Relayout;
 use coldstart_analyze::simulate::{self, SimulateOptions};
 use coldstart_binary::OffsetIndex;
-use coldstart_binary::block_map::read_block_map_path;
-use coldstart_layout::split::{split_from_profile, untraced_code};
+use coldstart_layout::split::split_from_profile;
 use coldstart_layout::traced;
 use coldstart_profile::Profile;
 use coldstart_report::Style;
@@ -65,35 +64,11 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         let glob = file.as_ref().expect("--split requires --binary");
         let binary = args.binary.as_deref().unwrap_or_default();
         let traced = simulate::binary_path_in_run(&profile, args.run, glob, binary)?;
-        let index = OffsetIndex::from_path(traced.as_ref())
-            .with_context(|| format!("reading the symbols of {traced}"))?;
         let split = split_from_profile(&profile, Path::new(&traced), args.block_run, &[], false)?;
         for warning in &split.warnings {
             output::step(&format!("warning: {warning}"));
         }
-        let clusters: Vec<Vec<(u64, u64)>> = split
-            .order
-            .functions
-            .iter()
-            .map(|f| f.placed.iter().map(|b| (b.offset, b.size)).collect())
-            .collect();
-        let ran: Vec<CalledFunction> = split
-            .order
-            .functions
-            .iter()
-            .flat_map(|f| &f.placed)
-            .filter_map(|b| {
-                Some(CalledFunction {
-                    offset: b.offset,
-                    size: b.size,
-                    t_ns: b.first_t_ns?,
-                })
-            })
-            .collect();
-        let map = read_block_map_path(Path::new(&traced))?
-            .with_context(|| format!("{traced} has no block map"))?;
-        let untraced = untraced_code(&map, &index);
-        let relayout = Relayout::split(&traced, &index, &clusters, &untraced).with_functions(ran);
+        let relayout = split.relayout(&traced);
         if relayout.summary.placed == 0 {
             bail!(
                 "block run {} of {} ran no block {traced} could place",
