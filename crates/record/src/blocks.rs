@@ -615,7 +615,8 @@ impl Tracer {
         if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
             self.processes.insert(tgid, exe);
         }
-        if let Some(at) = loader_notification(pid) {
+        let notification = loader_notification(pid, &space.borrow().mem);
+        if let Some(at) = notification {
             let mut s = space.borrow_mut();
             if write_breakpoint(&mut s, at)? {
                 s.notify_at = Some(at);
@@ -864,7 +865,7 @@ fn write_breakpoint(space: &mut Space, at: u64) -> Result<bool, String> {
 /// which a debugger breaks on to hear of objects mapped and unmapped.
 /// None for a static program, or an ld.so whose function is not a bare
 /// return.
-fn loader_notification(pid: i32) -> Option<u64> {
+fn loader_notification(pid: i32, mem: &File) -> Option<u64> {
     let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
     let base = auxv
         .chunks_exact(16)
@@ -888,8 +889,9 @@ fn loader_notification(pid: i32) -> Option<u64> {
     let value = symbol_value(&data, b"_dl_debug_state")?;
     let start = base + value;
     // endbr64 (f3 0f 1e fa) then ret (c3), or a bare ret.
-    let code = read_memory(pid, start, 5)?;
-    if code.first() == Some(&0xc3) {
+    let mut code = [0u8; 5];
+    mem.read_exact_at(&mut code, start).ok()?;
+    if code[0] == 0xc3 {
         Some(start)
     } else if code == [0xf3, 0x0f, 0x1e, 0xfa, 0xc3] {
         Some(start + 4)
@@ -905,13 +907,6 @@ fn symbol_value(data: &[u8], name: &[u8]) -> Option<u64> {
         .chain(file.symbols())
         .find(|s| s.name_bytes().ok() == Some(name))
         .map(|s| s.address())
-}
-
-fn read_memory(pid: i32, at: u64, len: usize) -> Option<Vec<u8>> {
-    let mem = File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut buf = vec![0u8; len];
-    mem.read_exact_at(&mut buf, at).ok()?;
-    Some(buf)
 }
 
 fn wait_for(pid: i32) -> Result<i32, String> {
