@@ -55,26 +55,45 @@ impl Compiler {
             .status()
             .is_ok_and(|status| status.success())
     }
+}
+
+/// The command that compiles and links: the compiler's usual driver, or
+/// the one [`BuildOptions::driver`] names.
+#[derive(Debug, Clone)]
+struct Driver {
+    program: String,
+    package: &'static str,
+}
+
+impl Driver {
+    fn of(options: &BuildOptions) -> Driver {
+        Driver {
+            program: options
+                .driver
+                .clone()
+                .unwrap_or_else(|| options.compiler.driver().to_string()),
+            package: options.compiler.package(),
+        }
+    }
 
     /// First line of `--version`, or an error saying what to install.
-    fn version(self) -> Result<String> {
-        let output = match Command::new(self.driver()).arg("--version").output() {
+    fn version(&self) -> Result<String> {
+        let output = match Command::new(&self.program).arg("--version").output() {
             Ok(output) => output,
             Err(error) if error.kind() == ErrorKind::NotFound => bail!(
                 "the C++ compiler `{}` is not installed (not found on PATH); install it with \
                  `apt-get install {}`",
-                self.driver(),
-                self.package()
+                self.program,
+                self.package
             ),
             Err(error) => {
-                return Err(error)
-                    .with_context(|| format!("running `{} --version`", self.driver()));
+                return Err(error).with_context(|| format!("running `{} --version`", self.program));
             }
         };
         if !output.status.success() {
             bail!(
                 "`{} --version` failed ({}): {}",
-                self.driver(),
+                self.program,
                 output.status,
                 String::from_utf8_lossy(&output.stderr).trim()
             );
@@ -82,12 +101,42 @@ impl Compiler {
         let text = String::from_utf8_lossy(&output.stdout);
         Ok(text.lines().next().unwrap_or_default().trim().to_string())
     }
+
+    /// Runs the driver; a failure carries the command and its stderr.
+    fn run(&self, arguments: &[String], what: &str) -> Result<()> {
+        let output = Command::new(&self.program)
+            .args(arguments)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|error| match error.kind() {
+                ErrorKind::NotFound => anyhow!(
+                    "{what}: `{}` is not installed; install it with `apt-get install {}`",
+                    self.program,
+                    self.package
+                ),
+                _ => anyhow!(error).context(format!("{what}: running `{}`", self.program)),
+            })?;
+        if !output.status.success() {
+            bail!(
+                "{what} failed ({})\ncommand: {} {}\n{}",
+                output.status,
+                self.program,
+                arguments.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim_end()
+            );
+        }
+        Ok(())
+    }
 }
 
 /// How to build the sample app.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BuildOptions {
     pub compiler: Compiler,
+    /// The driver to run instead of the compiler's usual one, a path or a
+    /// name on `PATH` of the same family: `clang++-19` for the block maps
+    /// and basic-block sections Debian 12's clang 14 lacks.
+    pub driver: Option<String>,
     /// Optimisation level without the `-O`: `0`, `1`, `2`, `3`, `s`, `z`, `g` or `fast`.
     pub opt_level: String,
     /// `-g` instead of `-g0`. Symbols are kept either way: nothing is stripped.
@@ -115,6 +164,7 @@ impl Default for BuildOptions {
     fn default() -> Self {
         BuildOptions {
             compiler: Compiler::Gcc,
+            driver: None,
             opt_level: "2".to_string(),
             debug_info: false,
             pack_relative_relocs: false,
@@ -218,7 +268,7 @@ pub fn build(
             std::env::consts::ARCH
         );
     }
-    let toolchain = Toolchain::find(options.compiler)?;
+    let toolchain = Toolchain::find(options)?;
     let (source_dir, build_dir) = directories(source_dir, build_dir)?;
 
     let header_path = source_dir.join(&truth.header);
@@ -269,7 +319,7 @@ pub fn build(
 
     name_initializers(&mut truth, options);
     truth.build = Some(BuildRecord {
-        compiler: options.compiler.driver().to_string(),
+        compiler: toolchain.driver.program.clone(),
         compiler_version: toolchain.version.clone(),
         compile_flags: planner.flags,
         link_flags: linker.link_flags,
@@ -419,21 +469,20 @@ fn output_then_objects<'a>(
 /// The compiler driver, identified well enough that a compiler upgrade
 /// invalidates every object built by the old one.
 struct Toolchain {
-    compiler: Compiler,
+    driver: Driver,
     version: String,
 }
 
 impl Toolchain {
-    fn find(compiler: Compiler) -> Result<Toolchain> {
-        Ok(Toolchain {
-            compiler,
-            version: compiler.version()?,
-        })
+    fn find(options: &BuildOptions) -> Result<Toolchain> {
+        let driver = Driver::of(options);
+        let version = driver.version()?;
+        Ok(Toolchain { driver, version })
     }
 
     fn hash(&self) -> Fnv64 {
         let mut hash = Fnv64::new();
-        hash.write(self.compiler.driver().as_bytes());
+        hash.write(self.driver.program.as_bytes());
         hash.write(self.version.as_bytes());
         hash
     }
@@ -469,7 +518,7 @@ impl Toolchain {
             || output.display().to_string(),
             |name| name.to_string_lossy().into_owned(),
         );
-        run_tool(self.compiler, arguments, &format!("linking {name}"))?;
+        self.driver.run(arguments, &format!("linking {name}"))?;
         write_key(output, &key)?;
         Ok(key)
     }
@@ -564,7 +613,7 @@ impl ObjectPlanner<'_> {
         Ok(ObjectJob {
             source_name: source_name.to_string(),
             module: None,
-            compiler: self.toolchain.compiler,
+            driver: self.toolchain.driver.clone(),
             arguments,
             object: output.to_path_buf(),
             key,
@@ -601,7 +650,7 @@ impl ObjectPlanner<'_> {
         Ok(ObjectJob {
             source_name: source_name.to_string(),
             module,
-            compiler: self.toolchain.compiler,
+            driver: self.toolchain.driver.clone(),
             arguments,
             object,
             key,
@@ -616,7 +665,7 @@ struct ObjectJob {
     /// The module the object is linked into; `None` for a part library,
     /// which its one command assembles and links.
     module: Option<Module>,
-    compiler: Compiler,
+    driver: Driver,
     arguments: Vec<String>,
     object: PathBuf,
     key: String,
@@ -633,11 +682,8 @@ impl ObjectJob {
             Some(Module::Executable) => "compiling {} (executable)",
             None => "assembling and linking the part library {}",
         };
-        run_tool(
-            self.compiler,
-            &self.arguments,
-            &what.replace("{}", &self.source_name),
-        )?;
+        self.driver
+            .run(&self.arguments, &what.replace("{}", &self.source_name))?;
         write_key(&self.object, &self.key)
     }
 }
@@ -692,32 +738,6 @@ fn compile_all(
         }
         first_error.map_or(Ok(()), Err)
     })
-}
-
-/// Runs the compiler driver; a failure carries the command and its stderr.
-fn run_tool(compiler: Compiler, arguments: &[String], what: &str) -> Result<()> {
-    let output = Command::new(compiler.driver())
-        .args(arguments)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| match error.kind() {
-            ErrorKind::NotFound => anyhow!(
-                "{what}: `{}` is not installed; install it with `apt-get install {}`",
-                compiler.driver(),
-                compiler.package()
-            ),
-            _ => anyhow!(error).context(format!("{what}: running `{}`", compiler.driver())),
-        })?;
-    if !output.status.success() {
-        bail!(
-            "{what} failed ({})\ncommand: {} {}\n{}",
-            output.status,
-            compiler.driver(),
-            arguments.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim_end()
-        );
-    }
-    Ok(())
 }
 
 fn key_path(artifact: &Path) -> PathBuf {

@@ -573,6 +573,66 @@ fn builds_with_clang_when_installed() {
     }
 }
 
+/// `driver` runs another driver of the same family: clang++-19, whose
+/// `.comment` (readelf) names it in every binary, and the manifest records
+/// it. A driver that is not there is named in the error.
+#[test]
+fn builds_with_the_driver_it_is_given() {
+    let dir = tempfile::tempdir().expect("tmp");
+    generate(&SampleSpec::tiny(), &dir.path().join("src")).expect("generate");
+    let missing = BuildOptions {
+        compiler: Compiler::Clang,
+        driver: Some("clang++-no-such-version".into()),
+        ..BuildOptions::default()
+    };
+    let error = build(
+        &dir.path().join("src"),
+        &dir.path().join("missing"),
+        &missing,
+        &mut |_| {},
+    )
+    .expect_err("no such driver");
+    assert!(
+        format!("{error:#}").contains("`clang++-no-such-version` is not installed"),
+        "{error:#}"
+    );
+    if !Path::new("/usr/bin/clang++-19").exists() {
+        // .ci/run installs clang-19; there a skip is a failure.
+        return coldstart_testkit::skip("clang++-19 not installed (apt-get install clang-19)");
+    }
+    let options = BuildOptions {
+        compiler: Compiler::Clang,
+        driver: Some("clang++-19".into()),
+        extra_cflags: vec!["-fbasic-block-address-map".into()],
+        ..BuildOptions::default()
+    };
+    let app = build(
+        &dir.path().join("src"),
+        &dir.path().join("build"),
+        &options,
+        &mut |_| {},
+    )
+    .expect("builds with clang++-19");
+    app.run().expect("runs");
+    let record = app.ground_truth.build.as_ref().expect("build record");
+    assert_eq!(record.compiler, "clang++-19");
+    assert!(
+        record.compiler_version.contains("clang version 19"),
+        "{}",
+        record.compiler_version
+    );
+    for binary in [&app.executable, &app.library] {
+        let path = binary.to_str().expect("utf-8 path");
+        let comment = tool("readelf", &["-p", ".comment", path]);
+        assert!(comment.contains("clang version 19"), "{path}: {comment}");
+        let sections = tool("readelf", &["-SW", path]);
+        assert!(
+            sections.contains(".llvm_bb_addr_map"),
+            "{path}: no block map"
+        );
+    }
+}
+
 /// The part libraries and the cold code, checked with readelf and nm: the
 /// executable needs every part, each part's code, table and pointers have
 /// the manifest's sizes at page-aligned addresses, its relocations are the
