@@ -315,10 +315,13 @@ fn predict_file(
         &prediction,
         relayout.map(|r| r.summary.clone()),
         measured.map(|m| {
-            m.get(&stream.path).copied().unwrap_or(Measured {
-                pages_read: 0,
-                read_requests: 0,
-            })
+            m.get(&stream.path)
+                .or_else(|| relayout.and_then(|_| relinked_copy(m, &stream.path)))
+                .copied()
+                .unwrap_or(Measured {
+                    pages_read: 0,
+                    read_requests: 0,
+                })
         }),
     ))
 }
@@ -344,13 +347,25 @@ fn relaid_accesses(relayout: &Relayout, accesses: &[(i64, Access)], page_size: u
     let Some(process) = accesses.first().map(|(_, a)| a.process) else {
         return Vec::new();
     };
+    // Old pages holding code that ran: a fault on one is the trace's code
+    // running, replayed below at its new place.
+    let ran: HashSet<u64> = functions
+        .iter()
+        .flat_map(|f| f.offset / page_size..(f.offset + f.size.max(1)).div_ceil(page_size))
+        .collect();
     let mut merged: Vec<(i64, Access)> = accesses
         .iter()
         .flat_map(|&(t, access)| {
             // Relaid code is replayed from the trace of what ran, but for
-            // code no such trace covers.
+            // code no such trace covers: a fault on a page where nothing
+            // the trace saw run lies was for it (a page holding both was
+            // faulted in for the code that ran, as far as anyone can tell).
             let pages = if relayout.is_relaid_code(access.page, page_size) {
-                let mut pages = relayout.untraced_pages_for(access.page, page_size);
+                let mut pages = if ran.contains(&access.page) {
+                    Vec::new()
+                } else {
+                    relayout.untraced_pages_for(access.page, page_size)
+                };
                 if relayout.holds_other_bytes(access.page, page_size) {
                     pages.push(access.page);
                 }
@@ -641,6 +656,20 @@ fn cached_by_others(run: &LoadedRun) -> HashMap<String, Vec<(u64, u64)>> {
         .iter()
         .filter_map(|f| Some((label(f), out.remove(&f.id)?)))
         .collect()
+}
+
+/// What a run measured of the relinked copy of `path` (a file laid out
+/// anew is usually built into another directory): the one file of the
+/// measured run with the same file name, if there is exactly one.
+fn relinked_copy<'a>(measured: &'a HashMap<String, Measured>, path: &str) -> Option<&'a Measured> {
+    let name = Path::new(path).file_name()?;
+    let mut same = measured
+        .iter()
+        .filter(|(other, _)| Path::new(other.as_str()).file_name() == Some(name));
+    match (same.next(), same.next()) {
+        (Some((_, measured)), None) => Some(measured),
+        _ => None,
+    }
 }
 
 /// Pages each file's page cache took in during a run, by path, and the

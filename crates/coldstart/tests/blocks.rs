@@ -638,12 +638,19 @@ fn clusters_need_a_binary_with_a_block_map() {
 /// Functions whose start runs a hundred bytes or so each and whose unlikely
 /// paths hold a kilobyte and more: the split build packs the startup parts
 /// into a few dozen pages where the base build spreads them over the whole
-/// text.
+/// text. Between them lies code no block map covers and no start runs
+/// (1.5 KiB of `int3` each, in sections of their own, as a large program's
+/// assembly or code built without block maps), so that most pages the start
+/// touches hold some of it.
 fn spread_source(functions: usize) -> String {
     let mut text = String::from("#include <stdio.h>\nvolatile int sink;\n");
     for n in 0..functions {
+        // Emitted while g{n} is, so that its section follows g{n}'s in the
+        // object and the link.
         text.push_str(&format!(
             "__attribute__((noinline)) int g{n}(int x) {{\n\
+             \x20 __asm__ volatile(\".pushsection .text.untraced{n},\\\"ax\\\",@progbits\\n\
+             .fill 1536, 1, 0xcc\\n.popsection\");\n\
              \x20 if (x == 123456789) {{ {} return sink; }}\n\
              \x20 {}\n\
              \x20 return x + {n};\n\
@@ -728,7 +735,27 @@ fn simulate_predicts_the_pages_a_split_build_reads() {
     let mut flags = base_flags.to_vec();
     flags.extend([split_flag.as_str(), order_flag.as_str()]);
     let split = clang(&dir.path().join("split"), &source, "app", &flags);
-    let (_, split_pages) = demand_trace(&db, &split, "split/app");
+    let (split_run, split_pages) = demand_trace(&db, &split, "split/app");
+    // --against finds the relinked copy under its own directory by name.
+    let compared = run_ok(
+        coldstart()
+            .arg("simulate")
+            .arg(&db)
+            .args(["--run", &base_run.to_string(), "--binary", "base/app"])
+            .args(["--split", "--against", &split_run.to_string(), "--json"]),
+    );
+    let compared: Value = serde_json::from_slice(&compared.stdout).unwrap();
+    let file = compared["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("base/app")))
+        .unwrap_or_else(|| panic!("{compared:#}"));
+    assert_eq!(
+        file["measured"]["pages_read"].as_u64(),
+        Some(split_pages),
+        "{file:#}"
+    );
 
     eprintln!(
         "predicted {predicted} pages, the split build read {split_pages}, the base {base_pages}"
