@@ -600,9 +600,15 @@ pub struct OrderArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["pages", "module", "objects"])]
     pub clusters: Option<PathBuf>,
 
-    /// With --clusters: the block run to take [default: the newest]
-    #[arg(long, value_name = "N", requires = "clusters")]
-    pub block_run: Option<i64>,
+    /// With --clusters: the block runs to take, pooled (several starts see more of the
+    /// paths a start can take) [default: the newest]
+    #[arg(
+        long,
+        value_name = "N,..",
+        value_delimiter = ',',
+        requires = "clusters"
+    )]
+    pub block_run: Vec<i64>,
 
     /// GNU ld to ask for its version and default script (--linker bfd)
     #[arg(long, default_value = "ld", value_name = "LD")]
@@ -710,9 +716,10 @@ pub struct SimulateArgs {
     #[arg(long, requires = "binary", conflicts_with = "order")]
     pub split: bool,
 
-    /// With --split: the block run to take [default: the newest]
-    #[arg(long, value_name = "N", requires = "split")]
-    pub block_run: Option<i64>,
+    /// With --split: the block runs to take, pooled as `order --clusters --block-run` pools
+    /// them [default: the newest]
+    #[arg(long, value_name = "N,..", value_delimiter = ',', requires = "split")]
+    pub block_run: Vec<i64>,
 
     #[command(flatten)]
     pub format: OutputFormat,

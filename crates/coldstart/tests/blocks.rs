@@ -993,3 +993,107 @@ fn bolt_splits_and_orders_functions_by_a_block_trace() {
     }
     assert!(address("never") < placed[0], "{text:?}");
 }
+
+/// Two starts that take different paths (by their arguments), pooled with
+/// `--block-run 1,2`: the clusters and the order hold the functions of both
+/// paths, each start alone only its own (the source says which runs when);
+/// a block run that is not there is named in the error.
+#[test]
+fn pooled_block_runs_cluster_the_paths_of_every_start() {
+    if !tools(&[]) {
+        return;
+    }
+    let dir = temp_dir();
+    let source = "#include <stdio.h>\n\
+                  volatile int sink;\n\
+                  __attribute__((noinline)) void common(void) { sink += 1; }\n\
+                  __attribute__((noinline)) void alone(void) { sink += 2; }\n\
+                  __attribute__((noinline)) void with_argument(void) { sink += 3; }\n\
+                  int main(int argc, char **argv) {\n\
+                  \x20 (void)argv;\n\
+                  \x20 if (argc > 1) with_argument(); else alone();\n\
+                  \x20 common();\n\
+                  \x20 printf(\"%d\\n\", sink);\n\
+                  \x20 return 0;\n\
+                  }\n";
+    let program = clang(
+        dir.path(),
+        source,
+        "paths",
+        &["-O2", "-ffunction-sections", "-fbasic-block-address-map"],
+    );
+    let db = dir.path().join("b.db");
+    record_blocks(&db, &program, None);
+    run_ok(
+        coldstart()
+            .args(["trace", "--blocks", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&program)
+            .arg("x"),
+    );
+    let order_of = |runs: &str| {
+        let clusters = dir.path().join(format!("{runs}.clusters"));
+        let order = dir.path().join(format!("{runs}.order"));
+        let report = run_ok(
+            coldstart()
+                .arg("order")
+                .arg(&db)
+                .arg("--binary")
+                .arg(&program)
+                .args([
+                    "--linker",
+                    "lld",
+                    "--json",
+                    "--block-run",
+                    runs,
+                    "--clusters",
+                ])
+                .arg(&clusters)
+                .arg("-o")
+                .arg(&order),
+        );
+        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let clustered: HashSet<String> = std::fs::read_to_string(&clusters)
+            .unwrap()
+            .lines()
+            .filter_map(|line| line.strip_prefix("f "))
+            .map(str::to_string)
+            .collect();
+        (report, clustered, order_lines(&order))
+    };
+    let (report, clustered, order) = order_of("1,2");
+    assert_eq!(
+        report["block_runs"],
+        serde_json::json!([1, 2]),
+        "{report:#}"
+    );
+    for name in ["main", "alone", "with_argument", "common"] {
+        assert!(clustered.contains(name), "{name} not in {clustered:?}");
+        assert!(order.iter().any(|l| l == name), "{name} not in {order:?}");
+    }
+    let (_, first, _) = order_of("1");
+    assert!(
+        first.contains("alone") && !first.contains("with_argument"),
+        "{first:?}"
+    );
+    let (_, second, _) = order_of("2");
+    assert!(
+        second.contains("with_argument") && !second.contains("alone"),
+        "{second:?}"
+    );
+
+    let missing = coldstart()
+        .arg("order")
+        .arg(&db)
+        .arg("--binary")
+        .arg(&program)
+        .args(["--linker", "lld", "--block-run", "1,9", "--clusters"])
+        .arg(dir.path().join("missing.clusters"))
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("no block run 9"), "{stderr}");
+    assert!(!dir.path().join("missing.clusters").exists());
+}

@@ -438,7 +438,9 @@ pub fn referenced_data(order: &SplitOrder, data: &[u8], index: &OffsetIndex) -> 
 /// A split order made from a profile's block run, with what was traced.
 #[derive(Debug, Clone, Serialize)]
 pub struct SplitReport {
-    pub block_run: i64,
+    /// The block runs whose blocks were pooled, as given (the newest when
+    /// none was).
+    pub block_runs: Vec<i64>,
     /// The traced file taken for the binary.
     pub traced_file: std::path::PathBuf,
     pub binary: std::path::PathBuf,
@@ -480,9 +482,32 @@ impl SplitReport {
     }
 }
 
+/// The file of a block run's that is `binary`: the traced file with a block
+/// map and the same build-id, else the same path, else the same file name.
+fn traced_file_of<'a>(
+    files: &'a [coldstart_profile::BlockFile],
+    binary: &std::path::Path,
+    build_id: Option<&str>,
+    canonical: Option<&std::path::Path>,
+) -> Option<&'a coldstart_profile::BlockFile> {
+    let traced: Vec<&coldstart_profile::BlockFile> = files.iter().filter(|f| f.has_map).collect();
+    traced
+        .iter()
+        .find(|f| build_id.is_some() && f.build_id.as_deref() == build_id)
+        .or_else(|| traced.iter().find(|f| canonical == Some(f.path.as_path())))
+        .or_else(|| {
+            traced
+                .iter()
+                .find(|f| f.path.file_name() == binary.file_name())
+        })
+        .copied()
+}
+
 /// The split order of `binary` (the build that was traced, with its
-/// `.llvm_bb_addr_map`) from block run `run` of `profile` (the newest when
-/// None).
+/// `.llvm_bb_addr_map`) from block runs `runs` of `profile` (the newest
+/// when empty). Several runs are pooled: a block is placed by the earliest
+/// first run any of them saw, so code that only some starts run (another
+/// path through the same start) is in the clusters too.
 ///
 /// With `discover`, a binary without a block map has its blocks found by
 /// disassembly, as `coldstart trace --blocks --discover` found them: for
@@ -491,7 +516,7 @@ impl SplitReport {
 pub fn split_from_profile(
     profile: &coldstart_profile::Profile,
     binary: &std::path::Path,
-    run: Option<i64>,
+    runs: &[i64],
     page_runs: &[coldstart_profile::RunId],
     discover: bool,
 ) -> crate::Result<SplitReport> {
@@ -511,81 +536,81 @@ pub fn split_from_profile(
             ));
         }
     };
-    let block_run = profile.block_run(run)?;
-    let files = profile.block_files(block_run.id)?;
+    let block_runs = match runs {
+        [] => vec![profile.block_run(None)?],
+        runs => runs
+            .iter()
+            .map(|&run| profile.block_run(Some(run)))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     let build_id = std::fs::File::open(binary)
         .ok()
         .and_then(|file| coldstart_system::build_id::build_id_of_open(&file));
     let canonical = std::fs::canonicalize(binary).ok();
-    let traced: Vec<&coldstart_profile::BlockFile> = files.iter().filter(|f| f.has_map).collect();
-    let chosen = traced
-        .iter()
-        .find(|f| build_id.is_some() && f.build_id == build_id)
-        .or_else(|| {
-            traced
-                .iter()
-                .find(|f| canonical.as_deref() == Some(f.path.as_path()))
-        })
-        .or_else(|| {
-            traced
-                .iter()
-                .find(|f| f.path.file_name() == binary.file_name())
-        })
-        .copied()
-        .ok_or_else(|| {
-            let names: Vec<String> = traced
-                .iter()
-                .map(|f| f.path.display().to_string())
-                .collect();
-            fail(format!(
-                "block run {} of {} traced no such file (it traced: {})",
-                block_run.id,
-                profile.path().display(),
-                if names.is_empty() {
-                    "no file with a block map".to_string()
-                } else {
-                    names.join(", ")
-                }
-            ))
-        })?;
     let mut warnings = Vec::new();
-    if let (Some(traced), Some(given)) = (&chosen.build_id, &build_id)
-        && traced != given
-    {
-        warnings.push(format!(
-            "{} (build-id {given}) is not the build block run {} traced ({}, build-id {traced}): \
-             block ids may not match",
-            binary.display(),
-            block_run.id,
-            chosen.path.display()
-        ));
-    }
-    if block_run.end_reason != coldstart_profile::BlockEndReason::Exited {
-        warnings.push(format!(
-            "block run {} ended by {}: the blocks of the start after that are missing",
-            block_run.id,
-            block_run.end_reason.as_str()
-        ));
-    }
-    let ran: Vec<RanBlock> = profile
-        .blocks(block_run.id)?
-        .iter()
-        .filter(|b| b.file == chosen.file)
-        .map(|b| RanBlock {
-            function: b.function,
-            bb_id: b.bb_id,
-            size: b.size,
-            first_t_ns: b.first_t_ns,
-            pid: b.pid,
-            seq: b.first_seq,
-        })
-        .collect();
-    if ran.is_empty() {
-        warnings.push(format!(
-            "block run {} ran no block of {}",
-            block_run.id,
-            chosen.path.display()
-        ));
+    let mut ran: Vec<RanBlock> = Vec::new();
+    let mut traced_file = None;
+    for block_run in &block_runs {
+        let files = profile.block_files(block_run.id)?;
+        let chosen = traced_file_of(&files, binary, build_id.as_deref(), canonical.as_deref())
+            .ok_or_else(|| {
+                let names: Vec<String> = files
+                    .iter()
+                    .filter(|f| f.has_map)
+                    .map(|f| f.path.display().to_string())
+                    .collect();
+                fail(format!(
+                    "block run {} of {} traced no such file (it traced: {})",
+                    block_run.id,
+                    profile.path().display(),
+                    if names.is_empty() {
+                        "no file with a block map".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                ))
+            })?;
+        if let (Some(traced), Some(given)) = (&chosen.build_id, &build_id)
+            && traced != given
+        {
+            warnings.push(format!(
+                "{} (build-id {given}) is not the build block run {} traced ({}, build-id \
+                 {traced}): block ids may not match",
+                binary.display(),
+                block_run.id,
+                chosen.path.display()
+            ));
+        }
+        if block_run.end_reason != coldstart_profile::BlockEndReason::Exited {
+            warnings.push(format!(
+                "block run {} ended by {}: the blocks of the start after that are missing",
+                block_run.id,
+                block_run.end_reason.as_str()
+            ));
+        }
+        let before = ran.len();
+        ran.extend(
+            profile
+                .blocks(block_run.id)?
+                .iter()
+                .filter(|b| b.file == chosen.file)
+                .map(|b| RanBlock {
+                    function: b.function,
+                    bb_id: b.bb_id,
+                    size: b.size,
+                    first_t_ns: b.first_t_ns,
+                    pid: b.pid,
+                    seq: b.first_seq,
+                }),
+        );
+        if ran.len() == before {
+            warnings.push(format!(
+                "block run {} ran no block of {}",
+                block_run.id,
+                chosen.path.display()
+            ));
+        }
+        traced_file.get_or_insert_with(|| chosen.path.clone());
     }
     let mut order = split_order(&ran, &map);
     let file = coldstart_binary::MappedFile::open(binary)?;
@@ -620,8 +645,8 @@ pub fn split_from_profile(
         }
     }
     Ok(SplitReport {
-        block_run: block_run.id,
-        traced_file: chosen.path.clone(),
+        block_runs: block_runs.iter().map(|run| run.id).collect(),
+        traced_file: traced_file.unwrap_or_default(),
         binary: binary.to_path_buf(),
         order,
         warnings,

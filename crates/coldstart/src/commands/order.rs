@@ -58,7 +58,7 @@ fn split(args: &OrderArgs, profile: &Profile, clusters: &Path) -> anyhow::Result
              gold, GNU ld and the others cannot order the split parts"
         ),
     };
-    let report = split_from_profile(profile, &args.binary, args.block_run, &args.runs, bolt)?;
+    let report = split_from_profile(profile, &args.binary, &args.block_run, &args.runs, bolt)?;
     let (split, order) = if bolt {
         (report.order.bolt_profile(), report.order.function_order())
     } else {
@@ -94,14 +94,29 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// "run 3", or "runs 3, 4 and 5".
+pub(crate) fn runs_text(runs: &[i64]) -> String {
+    match runs {
+        [run] => format!("run {run}"),
+        [rest @ .., last] => format!(
+            "runs {} and {last}",
+            rest.iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        [] => "runs (none)".to_string(),
+    }
+}
+
 fn render_split(report: &SplitReport, clusters: &Path, bolt: bool) -> String {
     let order = &report.order;
     let human = coldstart_binary::human_bytes;
     let mut out = format!(
-        "{} functions split from block run {} of {}: {} blocks ran, {} of code in startup \
+        "{} functions split from block {} of {}: {} blocks ran, {} of code in startup \
          clusters instead of {} in whole functions\n",
         order.functions.len(),
-        report.block_run,
+        runs_text(&report.block_runs),
         report.traced_file.display(),
         order.blocks_ran,
         human(order.startup_bytes()),

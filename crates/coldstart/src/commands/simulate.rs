@@ -64,15 +64,15 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         let glob = file.as_ref().expect("--split requires --binary");
         let binary = args.binary.as_deref().unwrap_or_default();
         let traced = simulate::binary_path_in_run(&profile, args.run, glob, binary)?;
-        let split = split_from_profile(&profile, Path::new(&traced), args.block_run, &[], false)?;
+        let split = split_from_profile(&profile, Path::new(&traced), &args.block_run, &[], false)?;
         for warning in &split.warnings {
             output::step(&format!("warning: {warning}"));
         }
         let relayout = split.relayout(&traced);
         if relayout.summary.placed == 0 {
             bail!(
-                "block run {} of {} ran no block {traced} could place",
-                split.block_run,
+                "block {} of {} ran no block {traced} could place",
+                super::order::runs_text(&split.block_runs),
                 args.profile.display()
             );
         }
