@@ -1097,3 +1097,94 @@ fn pooled_block_runs_cluster_the_paths_of_every_start() {
     assert!(stderr.contains("no block run 9"), "{stderr}");
     assert!(!dir.path().join("missing.clusters").exists());
 }
+
+/// Two sources with a local function of the same name, both run at
+/// startup: the cluster file cannot tell them apart, so neither is split,
+/// and both are placed whole where the first of them ran. nm of the relink
+/// shows main, fb, both `helper`s, then fa, back to back (the source's
+/// call order), and `cold_filler` (never run) after them.
+#[test]
+fn functions_sharing_a_name_are_placed_whole_in_the_order() {
+    if !tools(&[]) || lld().is_none() {
+        return;
+    }
+    let dir = temp_dir();
+    let a = dir.path().join("a.c");
+    let b = dir.path().join("b.c");
+    std::fs::write(
+        &a,
+        "volatile int sink;\n\
+         __attribute__((noinline)) void cold_filler(int x) { for (int i = 0; i < x; i++) sink += i * 7; }\n\
+         __attribute__((noinline)) static int helper(int x) { return x > 1000 ? x / 3 : x + 1; }\n\
+         __attribute__((noinline)) int fa(int x) { return helper(x) + 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        "#include <stdio.h>\n\
+         int fa(int);\n\
+         __attribute__((noinline)) static int helper(int x) { return x > 1000 ? x / 5 : x + 2; }\n\
+         __attribute__((noinline)) int fb(int x) { return helper(x) + 2; }\n\
+         int main(int argc, char **argv) { (void)argv; int s = fb(argc); s += fa(argc); printf(\"%d\\n\", s); return 0; }\n",
+    )
+    .unwrap();
+    let flags = ["-O2", "-ffunction-sections", "-fbasic-block-address-map"];
+    let build = |out: &str, extra: &[&str]| {
+        let path = dir.path().join(out);
+        run_ok(
+            Command::new("clang-19")
+                .args(flags)
+                .args(extra)
+                .arg(&a)
+                .arg(&b)
+                .arg("-o")
+                .arg(&path),
+        );
+        path
+    };
+    let traced = build("app", &["-fuse-ld=lld"]);
+    let db = dir.path().join("b.db");
+    record_blocks(&db, &traced, None);
+    let clusters = dir.path().join("app.clusters");
+    let order = dir.path().join("app.order");
+    let report = split_order(&db, &traced, "lld", &clusters, &order);
+
+    let unsplit: Vec<&str> = report["unsplit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(unsplit, ["helper", "helper"], "{report:#}");
+    let whole: Vec<&Value> = report["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["whole"] == true)
+        .collect();
+    assert_eq!(whole.len(), 2, "{report:#}");
+    assert!(whole.iter().all(|f| f["name"] == "helper"));
+    let cluster_text = std::fs::read_to_string(&clusters).unwrap();
+    assert!(!cluster_text.contains("helper"), "{cluster_text}");
+    assert_eq!(order_lines(&order), ["main", "fb", "helper", "fa"]);
+
+    let order_flag = format!("-Wl,--symbol-ordering-file={}", order.display());
+    let relinked = build("relinked", &["-fuse-ld=lld", order_flag.as_str()]);
+    assert_eq!(
+        run_ok(&mut Command::new(&relinked)).stdout,
+        run_ok(&mut Command::new(&traced)).stdout
+    );
+    let nm = run_ok(Command::new("nm").arg("-n").arg(&relinked));
+    let names: Vec<String> = String::from_utf8_lossy(&nm.stdout)
+        .lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, "T" | "t", name] => Some(name.to_string()),
+            _ => None,
+        })
+        .filter(|n| ["main", "fb", "helper", "fa", "cold_filler"].contains(&n.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        ["main", "fb", "helper", "helper", "fa", "cold_filler"]
+    );
+}

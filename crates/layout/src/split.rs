@@ -51,6 +51,9 @@ pub struct SplitFunction {
     /// simulator places for the split layout.
     #[serde(skip)]
     pub placed: Vec<PlacedBlock>,
+    /// Placed whole by the symbol order, not split: the cluster file cannot
+    /// name it (see [`Unsplit`]). `placed` then holds all its blocks.
+    pub whole: bool,
 }
 
 /// A block of a cluster in the traced build.
@@ -101,9 +104,24 @@ pub struct StartupData {
 }
 
 impl SplitOrder {
-    /// Bytes of the startup clusters: what the start runs, placed together.
+    /// Bytes of the startup clusters: what the start runs, placed together
+    /// (and the functions placed whole, whole).
     pub fn startup_bytes(&self) -> u64 {
-        self.functions.iter().map(|f| f.startup_bytes).sum()
+        self.functions
+            .iter()
+            .map(|f| {
+                if f.whole {
+                    f.function_bytes
+                } else {
+                    f.startup_bytes
+                }
+            })
+            .sum()
+    }
+
+    /// The functions split, without those placed whole.
+    pub fn split(&self) -> impl Iterator<Item = &SplitFunction> {
+        self.functions.iter().filter(|f| !f.whole)
     }
 
     /// Bytes of the functions split: what a function-level order would
@@ -118,7 +136,7 @@ impl SplitOrder {
             "v1\n# Written by coldstart from a block trace: each function's startup blocks in one\n\
              # cluster, in first-run order; the blocks not listed go to its .cold part.\n",
         );
-        for function in &self.functions {
+        for function in self.split() {
             out.push_str("f ");
             out.push_str(&function.name);
             for alias in &function.aliases {
@@ -140,7 +158,7 @@ impl SplitOrder {
     /// functions to their cold parts.
     pub fn bolt_profile(&self) -> String {
         let mut out = String::from("no_lbr\n");
-        for function in &self.functions {
+        for function in self.split() {
             for block in function.placed.iter().filter(|b| b.first_t_ns.is_some()) {
                 let _ = writeln!(
                     out,
@@ -153,10 +171,12 @@ impl SplitOrder {
         out
     }
 
-    /// BOLT's `-function-order` file: the functions in first-run order.
+    /// BOLT's `-function-order` file: the functions in first-run order
+    /// (not those whose name several local functions share: BOLT tells
+    /// them apart by suffixes of its own).
     pub fn function_order(&self) -> String {
         let mut out = String::new();
-        for function in &self.functions {
+        for function in self.split() {
             out.push_str(&function.name);
             out.push('\n');
         }
@@ -167,14 +187,19 @@ impl SplitOrder {
     /// their own symbol names, in first-run order, then the data.
     pub fn symbol_order(&self) -> String {
         let mut out = String::new();
+        let mut listed = std::collections::HashSet::new();
         for name in self
             .functions
             .iter()
             .map(|f| &f.name)
             .chain(self.data.iter().map(|d| &d.name))
         {
-            out.push_str(name);
-            out.push('\n');
+            // Functions placed whole that share a name are one line: lld
+            // places every symbol of that name there.
+            if listed.insert(name) {
+                out.push_str(name);
+                out.push('\n');
+            }
         }
         out
     }
@@ -216,6 +241,7 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
 
     let mut functions = Vec::new();
     let mut unsplit = Vec::new();
+    let mut whole_placed = std::collections::HashSet::new();
     let mut blocks_ran = 0;
     for address in order {
         let list = &ran_blocks[&address];
@@ -243,19 +269,55 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
             ));
             continue;
         };
+        let all: Vec<&coldstart_binary::block_map::Block> =
+            function.ranges.iter().flat_map(|r| &r.blocks).collect();
         let same_name = named.get(name.as_str()).copied().unwrap_or(0);
         if same_name > 1 {
             unsplit.push(refuse(
                 Some(name),
                 format!(
                     "{same_name} functions of the binary have this name (local symbols of several \
-                     sources), and the cluster file names functions by name only"
+                     sources), and the cluster file names functions by name only: placed whole, \
+                     with the others of its name (lld orders every symbol of a name it is given)"
                 ),
             ));
+            if !whole_placed.insert(name.as_str()) {
+                continue;
+            }
+            // In the order's place of the first of them to run, each
+            // function of that name whole, in address order (the link's
+            // input order, as lld breaks the tie).
+            for other in map
+                .functions
+                .iter()
+                .filter(|f| f.names.first() == Some(name))
+            {
+                let blocks: Vec<&coldstart_binary::block_map::Block> =
+                    other.ranges.iter().flat_map(|r| &r.blocks).collect();
+                let ran_here = ran_blocks.get(&other.address);
+                functions.push(SplitFunction {
+                    name: name.clone(),
+                    aliases: Vec::new(),
+                    address: other.address,
+                    blocks: Vec::new(),
+                    startup_bytes: ran_here.map_or(0, |l| l.iter().map(|&(_, size)| size).sum()),
+                    function_bytes: blocks.iter().map(|b| b.size).sum(),
+                    function_blocks: blocks.len(),
+                    placed: blocks
+                        .iter()
+                        .map(|b| PlacedBlock {
+                            bb_id: b.id,
+                            address: b.address,
+                            offset: b.offset,
+                            size: b.size,
+                            first_t_ns: first_run.get(&(other.address, b.id)).copied(),
+                        })
+                        .collect(),
+                    whole: true,
+                });
+            }
             continue;
         }
-        let all: Vec<&coldstart_binary::block_map::Block> =
-            function.ranges.iter().flat_map(|r| &r.blocks).collect();
         let entry = all.first().map(|b| b.id).unwrap_or(0);
         let mut ids = vec![entry];
         ids.extend(list.iter().map(|&(id, _)| id).filter(|&id| id != entry));
@@ -281,6 +343,7 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
             function_bytes: all.iter().map(|b| b.size).sum(),
             function_blocks: all.len(),
             placed,
+            whole: false,
         });
     }
     SplitOrder {

@@ -113,9 +113,10 @@ fn render_split(report: &SplitReport, clusters: &Path, bolt: bool) -> String {
     let order = &report.order;
     let human = coldstart_binary::human_bytes;
     let mut out = format!(
-        "{} functions split from block {} of {}: {} blocks ran, {} of code in startup \
-         clusters instead of {} in whole functions\n",
-        order.functions.len(),
+        "{} functions split ({} more placed whole) from block {} of {}: {} blocks ran, {} of \
+         code in startup clusters instead of {} in whole functions\n",
+        order.split().count(),
+        order.functions.iter().filter(|f| f.whole).count(),
         runs_text(&report.block_runs),
         report.traced_file.display(),
         order.blocks_ran,
@@ -144,7 +145,7 @@ fn render_split(report: &SplitReport, clusters: &Path, bolt: bool) -> String {
     if !order.unsplit.is_empty() {
         let bytes: u64 = order.unsplit.iter().map(|u| u.startup_bytes).sum();
         out.push_str(&format!(
-            "{} functions that ran are not split ({} of startup code stays where it is):\n",
+            "{} functions that ran are not split ({} of their startup code):\n",
             order.unsplit.len(),
             human(bytes)
         ));
