@@ -765,8 +765,14 @@ fn name_functions<H: FileHeader<Endian = Endianness>>(
 /// each function's symbol gives its bytes, and its blocks start at its
 /// entry, at the targets of its direct jumps and branches, and after each
 /// jump, branch, return or trap. Calls do not end a block (as in LLVM and
-/// BOLT). Blocks only reached through a jump table or as exception landing
-/// pads are not found: they stay inside the block before them. Ids are
+/// BOLT).
+///
+/// A `switch`'s jump table is found when the link kept its relocations
+/// (`-Wl,-q`, as BOLT needs): each entry's relocation names its target,
+/// absolutely (`R_X86_64_64`) or relative to the table (`R_X86_64_PC32`,
+/// whose table starts at the address the function's code loads with a
+/// RIP-relative `lea`). Without them, and for exception landing pads, such
+/// blocks are not found: they stay inside the block before them. Ids are
 /// the blocks' indices within their function; `version` is 0.
 pub fn discover_block_map(path: &Path, data: &[u8]) -> Result<BlockMap> {
     match detect(data) {
@@ -813,24 +819,37 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
         .collect();
     entries.sort_unstable_by_key(|e| (e.0, e.1));
     entries.dedup_by_key(|e| e.0);
+    let code_of = |address: u64, size: u64, section: object::SectionIndex| {
+        let section = file.section_by_index(section).ok()?;
+        let bytes = section.data().ok()?;
+        let start = usize::try_from(address.checked_sub(section.address())?).ok()?;
+        bytes.get(start..start.checked_add(usize::try_from(size).ok()?)?)
+    };
+    // Jump tables are read from the relocations a `-q` link keeps; without
+    // any in the data, the code need not be decoded for its `lea`s.
+    let kept_relocations = file.sections().any(|section| {
+        section.kind() != object::SectionKind::Text && section.relocations().next().is_some()
+    });
+    let mut table_bases = Vec::new();
+    for &(address, size, section) in entries.iter().filter(|_| kept_relocations) {
+        if let Some(code) = code_of(address, size, section) {
+            table_bases.extend(lea_targets(address, code));
+        }
+    }
+    let table_targets = if kept_relocations {
+        jump_table_targets(&file, table_bases)
+    } else {
+        Vec::new()
+    };
     let mut functions = Vec::with_capacity(entries.len());
     for (address, size, section) in entries {
-        let Ok(section) = file.section_by_index(section) else {
+        let Some(code) = code_of(address, size, section) else {
             continue;
         };
-        let Ok(bytes) = section.data() else {
-            continue;
-        };
-        let Some(start) = address.checked_sub(section.address()) else {
-            continue;
-        };
-        let Some(code) = usize::try_from(start)
-            .ok()
-            .and_then(|s| bytes.get(s..s.checked_add(usize::try_from(size).ok()?)?))
-        else {
-            continue;
-        };
-        let blocks = discover_blocks(address, code);
+        let end = address + size;
+        let from = table_targets.partition_point(|&t| t < address);
+        let to = table_targets.partition_point(|&t| t < end);
+        let blocks = discover_blocks(address, code, &table_targets[from..to]);
         if !blocks.is_empty() {
             functions.push(MappedFunction {
                 address,
@@ -847,8 +866,91 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
     Ok(BlockMap::new(0, functions))
 }
 
-/// The blocks of one function's `code`, which starts at `address`.
-fn discover_blocks(address: u64, code: &[u8]) -> Vec<Block> {
+/// The addresses a function's code loads with a RIP-relative `lea`: where
+/// its jump tables start, among other data.
+fn lea_targets(address: u64, code: &[u8]) -> Vec<u64> {
+    use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, Register};
+    let mut decoder = Decoder::with_ip(64, code, address, DecoderOptions::NONE);
+    let mut instruction = Instruction::default();
+    let mut targets = Vec::new();
+    while decoder.can_decode() {
+        decoder.decode_out(&mut instruction);
+        if instruction.is_invalid() {
+            break;
+        }
+        if instruction.mnemonic() == Mnemonic::Lea && instruction.memory_base() == Register::RIP {
+            targets.push(instruction.memory_displacement64());
+        }
+    }
+    targets
+}
+
+/// The code addresses the entries of jump tables in the file's data name,
+/// sorted, from the relocations a `-q` link keeps in loaded sections: an
+/// absolute entry's target is its symbol plus addend; a relative one
+/// (`.long .Lcase - .Ltable`) holds symbol + addend - (entry - table), where
+/// the table is the run of such entries it belongs to, and starts at a
+/// `lea` target (`bases`).
+fn jump_table_targets(file: &object::File<'_>, mut bases: Vec<u64>) -> Vec<u64> {
+    use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget};
+    bases.sort_unstable();
+    bases.dedup();
+    let mut targets = Vec::new();
+    for section in file.sections() {
+        let loaded = matches!(section.flags(), object::SectionFlags::Elf { sh_flags, .. }
+            if sh_flags.0 & e::SHF_ALLOC.0 != 0);
+        if !loaded || section.kind() == object::SectionKind::Text {
+            continue;
+        }
+        // A linked file's relocations are at addresses. A relative table is
+        // a run of 4-byte PC32 entries that starts where a `lea` points.
+        let relative: std::collections::HashSet<u64> = section
+            .relocations()
+            .filter(|(_, r)| {
+                r.flags()
+                    == (RelocationFlags::Elf {
+                        r_type: e::R_X86_64_PC32,
+                    })
+            })
+            .map(|(at, _)| at)
+            .collect();
+        let table_of = |place: u64| {
+            let mut start = place;
+            while start >= 4 && relative.contains(&(start - 4)) {
+                start -= 4;
+            }
+            bases.binary_search(&start).is_ok().then_some(start)
+        };
+        for (place, relocation) in section.relocations() {
+            let RelocationFlags::Elf { r_type } = relocation.flags() else {
+                continue;
+            };
+            let symbol = match relocation.target() {
+                RelocationTarget::Symbol(index) => file.symbol_by_index(index).ok(),
+                _ => None,
+            };
+            let Some(symbol) = symbol else { continue };
+            let Some(value) = symbol.address().checked_add_signed(relocation.addend()) else {
+                continue;
+            };
+            let target = match r_type {
+                e::R_X86_64_64 => Some(value),
+                e::R_X86_64_PC32 => {
+                    table_of(place).and_then(|table| value.checked_sub(place - table))
+                }
+                _ => None,
+            };
+            targets.extend(target);
+        }
+    }
+    targets.sort_unstable();
+    targets.dedup();
+    targets
+}
+
+/// The blocks of one function's `code`, which starts at `address`; `also`
+/// are other addresses known to start blocks (jump tables' targets).
+fn discover_blocks(address: u64, code: &[u8], also: &[u64]) -> Vec<Block> {
     use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction};
     let end = address + code.len() as u64;
     let mut decoder = Decoder::with_ip(64, code, address, DecoderOptions::NONE);
@@ -856,6 +958,7 @@ fn discover_blocks(address: u64, code: &[u8]) -> Vec<Block> {
     // Each instruction's start and how it ends a block, if it does.
     let mut instructions: Vec<(u64, FlowControl)> = Vec::new();
     let mut leaders = std::collections::BTreeSet::from([address]);
+    leaders.extend(also.iter().copied().filter(|t| (address..end).contains(t)));
     while decoder.can_decode() {
         decoder.decode_out(&mut instruction);
         if instruction.is_invalid() {

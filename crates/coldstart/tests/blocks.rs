@@ -1188,3 +1188,130 @@ fn functions_sharing_a_name_are_placed_whole_in_the_order() {
         ["main", "fb", "helper", "helper", "fa", "cold_filler"]
     );
 }
+
+/// A `switch` whose cases fall through into each other: gcc jumps into the
+/// middle of straight-line code through a jump table. In a link that kept
+/// its relocations (`-Wl,-q`, as BOLT needs), discovery finds every entry
+/// of the table as a block start, for a relative table (PIE: `.long .Lcase
+/// - .Ltable`) and an absolute one (`.quad .Lcase`). Oracle: the table in
+/// gcc's own assembly, and the labels' addresses (kept with `-Wa,-L`) by nm.
+/// The non-PIE build's first runs then match valgrind's.
+#[test]
+fn discovery_finds_the_targets_of_jump_tables() {
+    if !tools(&["valgrind", "gcc"]) {
+        return;
+    }
+    let dir = temp_dir();
+    let source = "#include <stdio.h>\n\
+        volatile int sink;\n\
+        __attribute__((noinline)) int dispatch(int k) {\n\
+        \x20 int r = 0;\n\
+        \x20 switch (k) {\n\
+        \x20 case 0: sink += 3; r += 1; /* fall through */\n\
+        \x20 case 1: sink ^= 5; r += 2; /* fall through */\n\
+        \x20 case 2: sink -= 7; r += 3; break;\n\
+        \x20 case 3: sink *= 3; r += 4; /* fall through */\n\
+        \x20 case 4: sink += 9; r += 5; /* fall through */\n\
+        \x20 case 5: sink |= 6; r += 6; break;\n\
+        \x20 case 6: sink &= 0x77; r += 7; /* fall through */\n\
+        \x20 case 7: sink += 1; r += 8; break;\n\
+        \x20 default: r = -1;\n\
+        \x20 }\n\
+        \x20 return r * 3 + sink;\n\
+        }\n\
+        int main(int argc, char **argv) {\n\
+        \x20 (void)argv;\n\
+        \x20 int s = 0;\n\
+        \x20 static const int order[] = {5, 2, 7, 0, 3, 4};\n\
+        \x20 for (int i = 0; i < 6; i++) s += dispatch(order[i] + argc - 1);\n\
+        \x20 printf(\"%d\\n\", s);\n\
+        \x20 return 0;\n\
+        }\n";
+    for (name, pic) in [
+        ("switch-pie", &[][..]),
+        ("switch", &["-no-pie", "-fno-pie"][..]),
+    ] {
+        let mut flags = vec!["-O2"];
+        flags.extend(pic);
+        let assembly = {
+            let src = dir.path().join(format!("{name}.c"));
+            std::fs::write(&src, source).unwrap();
+            let out = run_ok(
+                Command::new("gcc")
+                    .args(&flags)
+                    .arg("-S")
+                    .arg("-o")
+                    .arg("-")
+                    .arg(&src),
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let cases: Vec<String> = assembly
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                let entry = l
+                    .strip_prefix(".long")
+                    .or_else(|| l.strip_prefix(".quad"))?;
+                let label = entry.trim().split('-').next()?;
+                label.starts_with(".L").then(|| label.to_string())
+            })
+            .collect();
+        assert_eq!(cases.len(), 8, "{name}: a table of 8 cases in:\n{assembly}");
+        let mut linked = flags.clone();
+        linked.extend(["-Wa,-L", "-Wl,--discard-none"]);
+        let with_relocations = [linked.clone(), vec!["-Wl,-q"]].concat();
+        let program = gcc(dir.path(), source, name, &with_relocations);
+        let plain = gcc(dir.path(), source, &format!("{name}-plain"), &linked);
+        let nm = run_ok(Command::new("nm").arg(&program));
+        let labels: HashMap<String, u64> = String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                [a, _, n] => Some((n.to_string(), u64::from_str_radix(a, 16).ok()?)),
+                _ => None,
+            })
+            .collect();
+        let starts = |path: &Path| -> HashSet<u64> {
+            discover_block_map_path(path)
+                .unwrap()
+                .functions
+                .iter()
+                .filter(|f| f.names.iter().any(|n| n == "dispatch"))
+                .flat_map(|f| &f.ranges)
+                .flat_map(|r| &r.blocks)
+                .map(|b| b.address)
+                .collect()
+        };
+        let found = starts(&program);
+        for case in &cases {
+            let address = labels[case];
+            assert!(
+                found.contains(&address),
+                "{name}: {case} at {address:#x} not in {found:x?}"
+            );
+        }
+        // Without the relocations some of them are not found: the cases
+        // that fall through are inside straight-line code.
+        let blind = starts(&plain);
+        assert!(
+            blind.len() < found.len(),
+            "{name}: {} vs {}",
+            blind.len(),
+            found.len()
+        );
+        if pic.is_empty() {
+            continue;
+        }
+        // The breakpoints on the cases see what valgrind sees (valgrind
+        // runs a non-PIE at its link addresses).
+        let db = dir.path().join("switch.db");
+        record_blocks(&db, &program, Some(&program));
+        let map = discover_block_map_path(&program).unwrap();
+        let oracle = lackey_first_runs(&program, &map, dir.path());
+        let ours: Vec<u64> = traced_blocks(&db, name).iter().map(|b| b.3).collect();
+        assert_eq!(ours, oracle, "first runs, in order");
+        let ran: HashSet<u64> = ours.into_iter().collect();
+        let ran_cases = cases.iter().filter(|c| ran.contains(&labels[*c])).count();
+        assert!(ran_cases >= 6, "{ran_cases} cases ran");
+    }
+}
