@@ -20,9 +20,9 @@ same gcc objects, so only the layout differs:
   rewritten by llvm-bolt -reorder-functions=cdsort;
 - clang-base: clang-19 with -fbasic-block-address-map, linked with lld, the
   default layout (the build the split one is compared with);
-- coldstart-split: `coldstart order --clusters` from a block trace of
-  clang-base (`coldstart trace --blocks`), compiled again with
-  -fbasic-block-sections=list and linked with lld in its order.
+- coldstart-split: `coldstart order --clusters` from --block-traces block
+  traces of clang-base (`coldstart trace --blocks`, pooled), compiled again
+  with -fbasic-block-sections=list and linked with lld in its order.
 
 For each: text pages and data pages (.rodata, .data.rel.ro, .data) of
 libpython the start touched (a readahead-off trace), what it read at
@@ -32,7 +32,8 @@ each (`coldstart bench`; the device's read_ahead_kb is set for the bench
 at 128 and restored). Needs root. Installs what it needs with apt-get, keeps builds in
 --work between runs (a build is skipped when its directory is complete).
 
-    sudo bench/order_cpython.py [--work DIR] [--runs N] [--variants base,coldstart-split,...]
+    sudo bench/order_cpython.py [--work DIR] [--runs N] [--block-traces N]
+                                [--variants base,coldstart-split,...]
 """
 
 import argparse
@@ -184,6 +185,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/var/tmp/coldstart-cpython")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--block-traces", type=int, default=3,
+                        help="block traces pooled for the split order (default 3)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="comma-separated subset to build and measure "
                              f"(default: all of {','.join(VARIANTS)})")
@@ -279,12 +282,19 @@ def main():
             # The block trace, then the split build: compiled again with the
             # cluster file (its block ids are the traced build's), linked in
             # the order. Rebuilt each time: the trace may differ.
-            sh([coldstart, "trace", "--blocks", "-o", db, "--", *python(clang_base)],
-               stdout=subprocess.DEVNULL)
+            # Pooled over several starts: each takes some paths of its own
+            # (string hashing is seeded at random). Not the build's first
+            # start, which compiles a .pyc (see below).
+            sh(python(clang_base), stdout=subprocess.DEVNULL)
+            block_runs = [json.loads(sh([coldstart, "trace", "--blocks", "--json", "-o", db,
+                                         "--", *python(clang_base)],
+                                        capture_output=True, text=True).stdout)["block_run"]
+                          for _ in range(args.block_traces)]
             clusters = os.path.join(work, "libpython.clusters")
             split_order = os.path.join(work, "libpython.split.order")
             sh([coldstart, "order", db, "--binary", os.path.join(clang_base, LIB),
-                "--linker", "lld", "--clusters", clusters, "-o", split_order])
+                "--linker", "lld", "--clusters", clusters, "-o", split_order,
+                "--block-run", ",".join(map(str, block_runs))])
             shutil.rmtree(os.path.join(work, "clang-split"), ignore_errors=True)
             variants["coldstart-split"] = build(
                 work, src, "clang-split", "clang-19",
@@ -299,6 +309,10 @@ def main():
     device_kb = read_ahead_of(work)
     rows = []
     for name, build_dir in variants.items():
+        # The first start of a build writes the .pyc of its own
+        # _sysconfigdata (build/lib.*/__pycache__), running the compiler;
+        # no later start does, and a fresh build must not be measured on it.
+        sh(python(build_dir), stdout=subprocess.DEVNULL)
         demand = trace(coldstart, db, build_dir, read_ahead_kb=0)
         at_128 = trace(coldstart, db, build_dir, read_ahead_kb=128)
         at_device = trace(coldstart, db, build_dir)

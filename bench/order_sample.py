@@ -12,7 +12,8 @@ libraries are generated assembly and the same in all):
 - base: the default layout, compiled with -fbasic-block-address-map (the
   build the block trace runs; the map is not loaded);
 - coldstart: base's objects relinked in the function order `coldstart
-  order --clusters` writes from a block trace of base (first run);
+  order --clusters` writes from --block-traces block traces of base
+  (pooled; first run);
 - coldstart-split: compiled again with -fbasic-block-sections=list from
   that trace's cluster files, linked in the same order;
 - temporal: clang-19 temporal profiling (-pgo-temporal-instrumentation),
@@ -32,7 +33,8 @@ and at the device's setting, and cold start times at both settings,
 device's read_ahead_kb is set to 128 for the first bench and restored).
 Needs root. Installs what it needs; builds stay in --work between runs.
 
-    sudo bench/order_sample.py [--work DIR] [--runs N] [--variants base,coldstart-split,...]
+    sudo bench/order_sample.py [--work DIR] [--runs N] [--block-traces N]
+                               [--variants base,coldstart-split,...]
 """
 
 import argparse
@@ -144,16 +146,19 @@ def figures(coldstart, db, run, app):
     return text, read, requests, whole
 
 
-def block_orders(coldstart, db, base, work):
-    """A block trace of base, and `coldstart order --clusters` for each of
-    its two binaries: one cluster file for the compiles (function names
-    are unique across the app) and one symbol order for both links."""
-    sh([coldstart, "trace", "--blocks", "-o", db, "--", base.executable],
-       stdout=subprocess.DEVNULL)
+def block_orders(coldstart, db, base, work, traces):
+    """`traces` block traces of base, pooled by `coldstart order --clusters`
+    for each of its two binaries: one cluster file for the compiles
+    (function names are unique across the app) and one symbol order for
+    both links."""
+    runs = [json.loads(sh([coldstart, "trace", "--blocks", "--json", "-o", db, "--",
+                           base.executable], capture_output=True, text=True).stdout)["block_run"]
+            for _ in range(traces)]
     clusters, order = [], []
     for binary in base.binaries():
         stem = os.path.join(work, os.path.basename(binary))
         sh([coldstart, "order", db, "--binary", binary, "--linker", "lld",
+            "--block-run", ",".join(map(str, runs)),
             "--clusters", stem + ".clusters", "-o", stem + ".order"], stdout=subprocess.DEVNULL)
         lines = open(stem + ".clusters").read().splitlines()
         # One version line, the first file's.
@@ -195,6 +200,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/var/tmp/coldstart-order-sample")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--block-traces", type=int, default=3,
+                        help="block traces pooled for the orders (default 3)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated subset (default: all of {','.join(VARIANTS)})")
     args = parser.parse_args()
@@ -219,7 +226,7 @@ def main():
     base = build(builder, work, "base", cflags=[BBMAP])
     variants = {"base": base}
     if {"coldstart", "coldstart-split"} & set(wanted):
-        clusters, order = block_orders(coldstart, db, base, work)
+        clusters, order = block_orders(coldstart, db, base, work, args.block_traces)
         ordered = [f"-Wl,--symbol-ordering-file={order}", NO_WARN]
         if "coldstart" in wanted:
             variants["coldstart"] = build(builder, work, "coldstart", cflags=[BBMAP],
