@@ -1192,8 +1192,8 @@ fn functions_sharing_a_name_are_placed_whole_in_the_order() {
 /// A `switch` whose cases fall through into each other: gcc jumps into the
 /// middle of straight-line code through a jump table. In a link that kept
 /// its relocations (`-Wl,-q`, as BOLT needs), discovery finds every entry
-/// of the table as a block start, for a relative table (PIE: `.long .Lcase
-/// - .Ltable`) and an absolute one (`.quad .Lcase`). Oracle: the table in
+/// of the table as a block start, for a relative table (PIE:
+/// `.long .Lcase - .Ltable`) and an absolute one (`.quad .Lcase`). Oracle: the table in
 /// gcc's own assembly, and the labels' addresses (kept with `-Wa,-L`) by nm.
 /// The non-PIE build's first runs then match valgrind's.
 #[test]
