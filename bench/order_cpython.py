@@ -181,6 +181,43 @@ def read_ahead_of(path):
         return "unknown"
 
 
+def cold_times(coldstart, names, commands, runs, work, device_kb):
+    """`coldstart bench --cache cold` of the commands, interleaved, at
+    read_ahead_kb 128 (set on every device, then restored) and at the
+    device's own setting: per (name, "128" or `device_kb`), the median and
+    the ratio of means to the first command with its 95% interval."""
+    device = device_read_ahead()
+    times = {}
+    for setting in ("128", None):
+        label = setting or device_kb
+        bench_json = os.path.join(work, f"bench-{label}.json")
+        try:
+            if setting:
+                for path in device:
+                    with open(path, "w") as f:
+                        f.write(setting)
+            argv = [coldstart, "bench", "--cache", "cold", "-n", str(runs), "--json", bench_json]
+            for command in commands[1:]:
+                argv += ["--vs", shlex.join(command)]
+            sh(argv + ["--", *commands[0]], stdout=subprocess.DEVNULL)
+        finally:
+            for path, value in device.items():
+                with open(path, "w") as f:
+                    f.write(value)
+        bench = json.load(open(bench_json))
+        for name, v in zip(names, bench["variants"]):
+            wall, ratio = v.get("wall_ms"), v.get("ratio")
+            if not wall:
+                times[(name, label)] = "failed"
+                continue
+            text = f"{wall['median']:.1f} ms (sd {wall['std_dev'] or 0:.0f})"
+            if ratio:
+                low, high = ratio["ci95"]
+                text += f", {ratio['ratio']:.2f} [{low:.2f}, {high:.2f}]"
+            times[(name, label)] = text
+    return times
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/var/tmp/coldstart-cpython")
@@ -305,7 +342,6 @@ def main():
     if not variants:
         sys.exit("no variant to measure")
 
-    device = device_read_ahead()
     device_kb = read_ahead_of(work)
     rows = []
     for name, build_dir in variants.items():
@@ -322,36 +358,8 @@ def main():
         rows.append((name, text["pages_read"] if text else None, data, f128, fdev))
 
     names = list(variants)
-    commands = [python(variants[name]) for name in names]
-    times = {}
-    for setting in ("128", None):
-        label = setting or device_kb
-        bench_json = os.path.join(work, f"bench-{label}.json")
-        try:
-            if setting:
-                for path in device:
-                    with open(path, "w") as f:
-                        f.write(setting)
-            argv = [coldstart, "bench", "--cache", "cold", "-n", str(args.runs), "--json",
-                    bench_json]
-            for command in commands[1:]:
-                argv += ["--vs", shlex.join(command)]
-            sh(argv + ["--", *commands[0]], stdout=subprocess.DEVNULL)
-        finally:
-            for path, value in device.items():
-                with open(path, "w") as f:
-                    f.write(value)
-        bench = json.load(open(bench_json))
-        for name, v in zip(names, bench["variants"]):
-            wall, ratio = v.get("wall_ms"), v.get("ratio")
-            if not wall:
-                times[(name, label)] = "failed"
-                continue
-            text = f"{wall['median']:.1f} ms (sd {wall['std_dev'] or 0:.0f})"
-            if ratio:
-                low, high = ratio["ci95"]
-                text += f", {ratio['ratio']:.2f} [{low:.2f}, {high:.2f}]"
-            times[(name, label)] = text
+    times = cold_times(coldstart, names, [python(variants[name]) for name in names], args.runs,
+                       work, device_kb)
 
     print(f"\nCPython 3.11 ({os.path.basename(src)}), libpython3.11.so.1.0, "
           f"`python -c \"import json, decimal, asyncio\"`; device read_ahead_kb {device_kb}; "

@@ -41,14 +41,13 @@ import argparse
 import glob
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, build_coldstart, ensure_installed  # noqa: E402
-from order_cpython import bolt, device_read_ahead, read_ahead_of  # noqa: E402
+from order_cpython import bolt, cold_times, read_ahead_of  # noqa: E402
 
 LLVM = "/usr/lib/llvm-19/bin"
 DRIVER = "clang++-19"
@@ -266,7 +265,6 @@ def main():
         variants["bolt-cdsort"] = bolted(work, relocs, "bolt-cdsort")
     variants = {name: variants[name] for name in VARIANTS if name in variants and name in wanted}
 
-    device = device_read_ahead()
     device_kb = read_ahead_of(work)
     rows = []
     for name, app in variants.items():
@@ -277,40 +275,13 @@ def main():
         rows.append((name, text, at_128, at_device))
 
     names = list(variants)
-    times = {}
-    for setting in ("128", None):
-        label = setting or device_kb
-        bench_json = os.path.join(work, f"bench-{label}.json")
-        try:
-            if setting:
-                for path in device:
-                    with open(path, "w") as f:
-                        f.write(setting)
-            argv = [coldstart, "bench", "--cache", "cold", "-n", str(args.runs), "--json",
-                    bench_json]
-            for name in names[1:]:
-                argv += ["--vs", shlex.quote(variants[name].executable)]
-            sh(argv + ["--", variants[names[0]].executable], stdout=subprocess.DEVNULL)
-        finally:
-            for path, value in device.items():
-                with open(path, "w") as f:
-                    f.write(value)
-        bench = json.load(open(bench_json))
-        for name, v in zip(names, bench["variants"]):
-            wall, ratio = v.get("wall_ms"), v.get("ratio")
-            if not wall:
-                times[(name, label)] = "failed"
-                continue
-            text = f"{wall['median']:.1f} ms"
-            if ratio:
-                low, high = ratio["ci95"]
-                text += f", {ratio['ratio']:.2f} [{low:.2f}, {high:.2f}]"
-            times[(name, label)] = text
+    times = cold_times(coldstart, names, [[variants[name].executable] for name in names],
+                       args.runs, work, device_kb)
 
     mib = 2 ** 20
     print(f"\nsample app (default size, clang-19, lld); executable + libcs_sample.so; "
           f"device read_ahead_kb {device_kb}; times: {args.runs} interleaved cold runs, "
-          f"median, ratio of means to {names[0]} [95% CI]\n")
+          f"median (sd), ratio of means to {names[0]} [95% CI]\n")
     print("| variant | .text pages touched | read at 128 KiB (start) | requests at 128 | "
           f"read at {device_kb} KiB (start) | requests | cold start at 128 KiB | "
           f"cold start at {device_kb} KiB |")

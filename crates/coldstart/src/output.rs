@@ -87,3 +87,18 @@ pub fn spinner() -> ProgressBar {
     }
     bar
 }
+
+/// "run 3", or "runs 3, 4 and 5".
+pub fn runs_text(runs: &[i64]) -> String {
+    match runs {
+        [run] => format!("run {run}"),
+        [rest @ .., last] => format!(
+            "runs {} and {last}",
+            rest.iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        [] => "runs (none)".to_string(),
+    }
+}

@@ -94,21 +94,6 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// "run 3", or "runs 3, 4 and 5".
-pub(crate) fn runs_text(runs: &[i64]) -> String {
-    match runs {
-        [run] => format!("run {run}"),
-        [rest @ .., last] => format!(
-            "runs {} and {last}",
-            rest.iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        [] => "runs (none)".to_string(),
-    }
-}
-
 fn render_split(report: &SplitReport, clusters: &Path, bolt: bool) -> String {
     let order = &report.order;
     let human = coldstart_binary::human_bytes;
@@ -117,7 +102,7 @@ fn render_split(report: &SplitReport, clusters: &Path, bolt: bool) -> String {
          code in startup clusters instead of {} in whole functions\n",
         order.split().count(),
         order.functions.iter().filter(|f| f.whole).count(),
-        runs_text(&report.block_runs),
+        output::runs_text(&report.block_runs),
         report.traced_file.display(),
         order.blocks_ran,
         human(order.startup_bytes()),

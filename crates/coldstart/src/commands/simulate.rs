@@ -72,7 +72,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<ExitCode> {
         if relayout.summary.placed == 0 {
             bail!(
                 "block {} of {} ran no block {traced} could place",
-                super::order::runs_text(&split.block_runs),
+                output::runs_text(&split.block_runs),
                 args.profile.display()
             );
         }
