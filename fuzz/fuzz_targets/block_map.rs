@@ -1,11 +1,13 @@
 //! The basic-block address map reader
-//! (`coldstart_binary::block_map::read_block_map`): any bytes must give a
-//! map, no map, or an error naming the file; never a panic, a hang or an
-//! allocation sized by a count the input claims.
+//! (`coldstart_binary::block_map::read_block_map`) and the discovery of
+//! blocks by disassembly (`discover_block_map`, with its jump tables and
+//! landing pads): any bytes must give a map, no map, or an error naming the
+//! file; never a panic, a hang or an allocation sized by a count the input
+//! claims.
 
 #![no_main]
 
-use coldstart_binary::block_map::read_block_map;
+use coldstart_binary::block_map::{discover_block_map, read_block_map};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 
@@ -21,5 +23,8 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(None) => {}
         Err(err) => assert!(err.to_string().starts_with("fuzz.bin: "), "{err}"),
+    }
+    if let Err(err) = discover_block_map(Path::new("fuzz.bin"), data) {
+        assert!(err.to_string().starts_with("fuzz.bin: "), "{err}");
     }
 });

@@ -771,9 +771,12 @@ fn name_functions<H: FileHeader<Endian = Endianness>>(
 /// (`-Wl,-q`, as BOLT needs): each entry's relocation names its target,
 /// absolutely (`R_X86_64_64`) or relative to the table (`R_X86_64_PC32`,
 /// whose table starts at the address the function's code loads with a
-/// RIP-relative `lea`). Without them, and for exception landing pads, such
-/// blocks are not found: they stay inside the block before them. Ids are
-/// the blocks' indices within their function; `version` is 0.
+/// RIP-relative `lea`). Without them such blocks are not found: they stay
+/// inside the block before them. Exception landing pads start blocks too,
+/// as the call-site tables of the language-specific data areas `.eh_frame`
+/// points to name them (one may follow a call to `__cxa_throw`, which does
+/// not end a block). Ids are the blocks' indices within their function;
+/// `version` is 0.
 pub fn discover_block_map(path: &Path, data: &[u8]) -> Result<BlockMap> {
     match detect(data) {
         Some(Detected::Elf) => {}
@@ -841,15 +844,19 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
     } else {
         Vec::new()
     };
+    let mut known_starts = table_targets;
+    known_starts.extend(landing_pads(&file));
+    known_starts.sort_unstable();
+    known_starts.dedup();
     let mut functions = Vec::with_capacity(entries.len());
     for (address, size, section) in entries {
         let Some(code) = code_of(address, size, section) else {
             continue;
         };
         let end = address + size;
-        let from = table_targets.partition_point(|&t| t < address);
-        let to = table_targets.partition_point(|&t| t < end);
-        let blocks = discover_blocks(address, code, &table_targets[from..to]);
+        let from = known_starts.partition_point(|&t| t < address);
+        let to = known_starts.partition_point(|&t| t < end);
+        let blocks = discover_blocks(address, code, &known_starts[from..to]);
         if !blocks.is_empty() {
             functions.push(MappedFunction {
                 address,
@@ -864,6 +871,131 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
     place_blocks(&elf, &mut functions)?;
     name_functions(&elf, &mut functions)?;
     Ok(BlockMap::new(0, functions))
+}
+
+/// The exception landing pads of the file's code: for each FDE of
+/// `.eh_frame` with a language-specific data area (C++'s `.gcc_except_table`),
+/// the landing pad of each entry of its call-site table, at the FDE's start
+/// unless the area gives another base. Whatever does not parse is skipped:
+/// these only add block starts.
+fn landing_pads(file: &object::File<'_>) -> Vec<u64> {
+    use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, Pointer, UnwindSection};
+    use object::{Object, ObjectSection};
+    let Some(eh_frame) = file.section_by_name(".eh_frame") else {
+        return Vec::new();
+    };
+    let Ok(eh_data) = eh_frame.data() else {
+        return Vec::new();
+    };
+    let section_address = |name: &str| file.section_by_name(name).map(|s| s.address());
+    let mut bases = BaseAddresses::default().set_eh_frame(eh_frame.address());
+    if let Some(text) = section_address(".text") {
+        bases = bases.set_text(text);
+    }
+    if let Some(got) = section_address(".got") {
+        bases = bases.set_got(got);
+    }
+    let frames = EhFrame::new(eh_data, LittleEndian);
+    let mut pads = Vec::new();
+    let mut entries = frames.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        let CieOrFde::Fde(partial) = entry else {
+            continue;
+        };
+        let Ok(fde) =
+            partial.parse(|section, bases, offset| section.cie_from_offset(bases, offset))
+        else {
+            continue;
+        };
+        if let Some(Pointer::Direct(lsda)) = fde.lsda() {
+            let bytes = file.sections().find_map(|s| {
+                let start = lsda.checked_sub(s.address())?;
+                (start < s.size()).then(|| s.data().ok()?.get(usize::try_from(start).ok()?..))?
+            });
+            if let Some(bytes) = bytes {
+                pads.extend(call_site_pads(bytes, fde.initial_address()));
+            }
+        }
+    }
+    pads
+}
+
+/// The landing pads one language-specific data area names (its header,
+/// then the call-site table: start, length, landing pad, action), relative
+/// to `function`. Empty when it does not parse, or gives a base of its own
+/// (neither gcc nor clang writes one).
+fn call_site_pads(bytes: &[u8], function: u64) -> Vec<u64> {
+    const OMIT: u8 = 0xff;
+    let parse = || -> Option<Vec<u64>> {
+        let mut cursor = Cursor { bytes, at: 0 };
+        if cursor.byte()? != OMIT {
+            return None;
+        }
+        if cursor.byte()? != OMIT {
+            cursor.uleb()?; // the type table's offset
+        }
+        let encoding = cursor.byte()?;
+        let length = usize::try_from(cursor.uleb()?).ok()?;
+        let end = cursor.at.checked_add(length)?;
+        let mut pads = Vec::new();
+        while cursor.at < end {
+            cursor.encoded(encoding)?; // start
+            cursor.encoded(encoding)?; // length
+            let pad = cursor.encoded(encoding)?;
+            cursor.uleb()?; // action
+            if pad != 0 {
+                pads.push(function.checked_add(pad)?);
+            }
+        }
+        Some(pads)
+    };
+    parse().unwrap_or_default()
+}
+
+/// Reads the DWARF-encoded values of a language-specific data area.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.bytes.get(self.at)?;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn uleb(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    fn fixed(&mut self, size: usize) -> Option<u64> {
+        let mut value = 0u64;
+        for i in 0..size {
+            value |= u64::from(self.byte()?) << (8 * i);
+        }
+        Some(value)
+    }
+
+    /// A value in `encoding`'s format (DW_EH_PE_*; the application part,
+    /// relative to the function, is the caller's).
+    fn encoded(&mut self, encoding: u8) -> Option<u64> {
+        match encoding & 0x0f {
+            0x01 => self.uleb(),
+            0x02 | 0x0a => self.fixed(2),
+            0x03 | 0x0b => self.fixed(4),
+            0x04 | 0x0c => self.fixed(8),
+            _ => None,
+        }
+    }
 }
 
 /// The addresses a function's code loads with a RIP-relative `lea`: where
@@ -1229,5 +1361,41 @@ mod tests {
         assert_eq!(map.block_at(0x14).map(|(f, b)| (f, b.size)), Some((1, 8)));
         assert_eq!(map.block_at(0x12), None);
         assert_eq!(map.block_at(0x1c), None);
+    }
+
+    /// A call-site table as g++ writes it (no base of its own, a type
+    /// table, uleb128 entries): the landing pads it names, relative to the
+    /// function; every truncation of it gives none (a table is read whole
+    /// or not at all), and
+    /// a base of its own or an unknown encoding gives none.
+    #[test]
+    fn call_site_tables_name_their_landing_pads() {
+        let mut table = Vec::new();
+        for (start, length, pad, action) in [(4, 8, 0x40, 1), (16, 4, 0, 0), (24, 12, 0x58, 3)] {
+            for value in [start, length, pad, action] {
+                uleb(value, &mut table);
+            }
+        }
+        let mut area = vec![0xff, 0x9b];
+        uleb(0x20, &mut area); // the type table's offset
+        area.push(0x01); // uleb128 call sites
+        uleb(table.len() as u64, &mut area);
+        area.extend(&table);
+        assert_eq!(call_site_pads(&area, 0x1000), [0x1040, 0x1058]);
+        for cut in 0..area.len() {
+            let pads = call_site_pads(&area[..cut], 0x1000);
+            assert!(pads.is_empty(), "cut at {cut}: {pads:x?}");
+        }
+        let mut own_base = area.clone();
+        own_base[0] = 0x00;
+        assert!(call_site_pads(&own_base, 0x1000).is_empty());
+        let mut unknown = area.clone();
+        unknown[3] = 0x07;
+        assert!(call_site_pads(&unknown, 0x1000).is_empty());
+        // A length that claims more than there is.
+        let mut long = vec![0xff, 0xff, 0x01];
+        uleb(u64::MAX, &mut long);
+        assert!(call_site_pads(&long, 0x1000).is_empty());
+        assert!(call_site_pads(&area, u64::MAX).is_empty());
     }
 }
