@@ -181,6 +181,24 @@ def read_ahead_of(path):
         return "unknown"
 
 
+def wanted_variants(text, known):
+    """The comma-separated variants asked for, or exit naming the unknown."""
+    wanted = text.split(",")
+    unknown = [v for v in wanted if v not in known]
+    if unknown:
+        sys.exit(f"unknown variants {unknown}; known: {','.join(known)}")
+    return wanted
+
+
+def block_traces(coldstart, db, command, count):
+    """`count` block traces of `command` (`coldstart trace --blocks`) into
+    `db`; their block run ids, to pool in `coldstart order --block-run`."""
+    return ",".join(
+        str(json.loads(sh([coldstart, "trace", "--blocks", "--json", "-o", db, "--", *command],
+                          capture_output=True, text=True).stdout)["block_run"])
+        for _ in range(count))
+
+
 def cold_times(coldstart, names, commands, runs, work, device_kb):
     """`coldstart bench --cache cold` of the commands, interleaved, at
     read_ahead_kb 128 (set on every device, then restored) and at the
@@ -228,10 +246,7 @@ def main():
                         help="comma-separated subset to build and measure "
                              f"(default: all of {','.join(VARIANTS)})")
     args = parser.parse_args()
-    wanted = args.variants.split(",")
-    unknown = [v for v in wanted if v not in VARIANTS]
-    if unknown:
-        sys.exit(f"unknown variants {unknown}; known: {','.join(VARIANTS)}")
+    wanted = wanted_variants(args.variants, VARIANTS)
     if os.geteuid() != 0:
         sys.exit("tracing needs root: sudo bench/order_cpython.py")
     ensure_installed({"/usr/bin/clang-19": "clang-19", f"{LLVM}/ld.lld": "lld-19",
@@ -323,15 +338,12 @@ def main():
             # (string hashing is seeded at random). Not the build's first
             # start, which compiles a .pyc (see below).
             sh(python(clang_base), stdout=subprocess.DEVNULL)
-            block_runs = [json.loads(sh([coldstart, "trace", "--blocks", "--json", "-o", db,
-                                         "--", *python(clang_base)],
-                                        capture_output=True, text=True).stdout)["block_run"]
-                          for _ in range(args.block_traces)]
+            block_runs = block_traces(coldstart, db, python(clang_base), args.block_traces)
             clusters = os.path.join(work, "libpython.clusters")
             split_order = os.path.join(work, "libpython.split.order")
             sh([coldstart, "order", db, "--binary", os.path.join(clang_base, LIB),
                 "--linker", "lld", "--clusters", clusters, "-o", split_order,
-                "--block-run", ",".join(map(str, block_runs))])
+                "--block-run", block_runs])
             shutil.rmtree(os.path.join(work, "clang-split"), ignore_errors=True)
             variants["coldstart-split"] = build(
                 work, src, "clang-split", "clang-19",

@@ -47,7 +47,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, build_coldstart, ensure_installed  # noqa: E402
-from order_cpython import bolt, cold_times, read_ahead_of  # noqa: E402
+from order_cpython import (block_traces, bolt, cold_times, read_ahead_of,  # noqa: E402
+                           wanted_variants)
 
 LLVM = "/usr/lib/llvm-19/bin"
 DRIVER = "clang++-19"
@@ -150,14 +151,12 @@ def block_orders(coldstart, db, base, work, traces):
     for each of its two binaries: one cluster file for the compiles
     (function names are unique across the app) and one symbol order for
     both links."""
-    runs = [json.loads(sh([coldstart, "trace", "--blocks", "--json", "-o", db, "--",
-                           base.executable], capture_output=True, text=True).stdout)["block_run"]
-            for _ in range(traces)]
+    runs = block_traces(coldstart, db, [base.executable], traces)
     clusters, order = [], []
     for binary in base.binaries():
         stem = os.path.join(work, os.path.basename(binary))
         sh([coldstart, "order", db, "--binary", binary, "--linker", "lld",
-            "--block-run", ",".join(map(str, runs)),
+            "--block-run", runs,
             "--clusters", stem + ".clusters", "-o", stem + ".order"], stdout=subprocess.DEVNULL)
         lines = open(stem + ".clusters").read().splitlines()
         # One version line, the first file's.
@@ -204,10 +203,7 @@ def main():
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help=f"comma-separated subset (default: all of {','.join(VARIANTS)})")
     args = parser.parse_args()
-    wanted = args.variants.split(",")
-    unknown = [v for v in wanted if v not in VARIANTS]
-    if unknown:
-        sys.exit(f"unknown variants {unknown}; known: {','.join(VARIANTS)}")
+    wanted = wanted_variants(args.variants, VARIANTS)
     if os.geteuid() != 0:
         sys.exit("tracing needs root: sudo bench/order_sample.py")
     ensure_installed({"/usr/bin/clang++-19": "clang-19", f"{LLVM}/ld.lld": "lld-19",
