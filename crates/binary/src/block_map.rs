@@ -833,18 +833,18 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
     let kept_relocations = file.sections().any(|section| {
         section.kind() != object::SectionKind::Text && section.relocations().next().is_some()
     });
-    let mut table_bases = Vec::new();
-    for &(address, size, section) in entries.iter().filter(|_| kept_relocations) {
-        if let Some(code) = code_of(address, size, section) {
-            table_bases.extend(lea_targets(address, code));
-        }
-    }
-    let table_targets = if kept_relocations {
+    let mut known_starts = if kept_relocations {
+        let table_bases = entries
+            .iter()
+            .filter_map(|&(address, size, section)| {
+                Some(lea_targets(address, code_of(address, size, section)?))
+            })
+            .flatten()
+            .collect();
         jump_table_targets(&file, table_bases)
     } else {
         Vec::new()
     };
-    let mut known_starts = table_targets;
     known_starts.extend(landing_pads(&file));
     known_starts.sort_unstable();
     known_starts.dedup();
@@ -853,7 +853,7 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
         let Some(code) = code_of(address, size, section) else {
             continue;
         };
-        let end = address + size;
+        let end = address.saturating_add(size);
         let from = known_starts.partition_point(|&t| t < address);
         let to = known_starts.partition_point(|&t| t < end);
         let blocks = discover_blocks(address, code, &known_starts[from..to]);
@@ -875,9 +875,9 @@ fn discover_elf<H: FileHeader<Endian = Endianness>>(path: &Path, data: &[u8]) ->
 
 /// The exception landing pads of the file's code: for each FDE of
 /// `.eh_frame` with a language-specific data area (C++'s `.gcc_except_table`),
-/// the landing pad of each entry of its call-site table, at the FDE's start
-/// unless the area gives another base. Whatever does not parse is skipped:
-/// these only add block starts.
+/// the landing pad of each entry of its call-site table, relative to the
+/// FDE's start. Whatever does not parse, and an area with a base of its
+/// own, is skipped: these only add block starts.
 fn landing_pads(file: &object::File<'_>) -> Vec<u64> {
     use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, Pointer, UnwindSection};
     use object::{Object, ObjectSection};

@@ -713,20 +713,26 @@ fn simulate_predicts_the_pages_a_split_build_reads() {
     let clusters = dir.path().join("app.clusters");
     let order = dir.path().join("app.order");
     split_order(&db, &base, "lld", &clusters, &order);
-    let simulated = run_ok(
-        coldstart()
-            .arg("simulate")
-            .arg(&db)
-            .args(["--run", &base_run.to_string(), "--binary", "base/app"])
-            .args(["--split", "--read-ahead-kb", "0", "--json"]),
-    );
-    let prediction: Value = serde_json::from_slice(&simulated.stdout).unwrap();
-    let predicted = prediction["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("base/app")))
-        .unwrap_or_else(|| panic!("{prediction:#}"))["pages_read"]
+    // `simulate --split --json` of base/app from the base run: its row.
+    let simulate_split = |extra: &[&str]| -> Value {
+        let simulated = run_ok(
+            coldstart()
+                .arg("simulate")
+                .arg(&db)
+                .args(["--run", &base_run.to_string(), "--binary", "base/app"])
+                .args(["--split", "--json"])
+                .args(extra),
+        );
+        let report: Value = serde_json::from_slice(&simulated.stdout).unwrap();
+        report["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("base/app")))
+            .unwrap_or_else(|| panic!("{report:#}"))
+            .clone()
+    };
+    let predicted = simulate_split(&["--read-ahead-kb", "0"])["pages_read"]
         .as_u64()
         .unwrap();
 
@@ -737,20 +743,7 @@ fn simulate_predicts_the_pages_a_split_build_reads() {
     let split = clang(&dir.path().join("split"), &source, "app", &flags);
     let (split_run, split_pages) = demand_trace(&db, &split, "split/app");
     // --against finds the relinked copy under its own directory by name.
-    let compared = run_ok(
-        coldstart()
-            .arg("simulate")
-            .arg(&db)
-            .args(["--run", &base_run.to_string(), "--binary", "base/app"])
-            .args(["--split", "--against", &split_run.to_string(), "--json"]),
-    );
-    let compared: Value = serde_json::from_slice(&compared.stdout).unwrap();
-    let file = compared["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("base/app")))
-        .unwrap_or_else(|| panic!("{compared:#}"));
+    let file = simulate_split(&["--against", &split_run.to_string()]);
     assert_eq!(
         file["measured"]["pages_read"].as_u64(),
         Some(split_pages),

@@ -239,6 +239,14 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
         }
     }
 
+    // A block where it is now, with its first run if it ran.
+    let place = |function: u64, block: &coldstart_binary::block_map::Block| PlacedBlock {
+        bb_id: block.id,
+        address: block.address,
+        offset: block.offset,
+        size: block.size,
+        first_t_ns: first_run.get(&(function, block.id)).copied(),
+    };
     let mut functions = Vec::new();
     let mut unsplit = Vec::new();
     let mut whole_placed = std::collections::HashSet::new();
@@ -303,16 +311,7 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
                     startup_bytes: ran_here.map_or(0, |l| l.iter().map(|&(_, size)| size).sum()),
                     function_bytes: blocks.iter().map(|b| b.size).sum(),
                     function_blocks: blocks.len(),
-                    placed: blocks
-                        .iter()
-                        .map(|b| PlacedBlock {
-                            bb_id: b.id,
-                            address: b.address,
-                            offset: b.offset,
-                            size: b.size,
-                            first_t_ns: first_run.get(&(other.address, b.id)).copied(),
-                        })
-                        .collect(),
+                    placed: blocks.iter().map(|b| place(other.address, b)).collect(),
                     whole: true,
                 });
             }
@@ -323,16 +322,7 @@ pub fn split_order(blocks: &[RanBlock], map: &BlockMap) -> SplitOrder {
         ids.extend(list.iter().map(|&(id, _)| id).filter(|&id| id != entry));
         let placed = ids
             .iter()
-            .filter_map(|&id| {
-                let block = all.iter().find(|b| b.id == id)?;
-                Some(PlacedBlock {
-                    bb_id: id,
-                    address: block.address,
-                    offset: block.offset,
-                    size: block.size,
-                    first_t_ns: first_run.get(&(address, id)).copied(),
-                })
-            })
+            .filter_map(|&id| Some(place(address, all.iter().find(|b| b.id == id)?)))
             .collect();
         functions.push(SplitFunction {
             name: name.clone(),
