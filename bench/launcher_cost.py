@@ -6,8 +6,8 @@ A tiny C program (puts and exit) is started cold (`coldstart bench --cache
 cold`: page cache, dentries and inodes dropped before every run), the
 variants interleaved run by run:
   plain          the program itself;
-  coldstart-run  coldstart-run with an empty plan in front of it;
-  stripped       the same coldstart-run without its symbol tables;
+  coldstart-run  coldstart-run with an empty plan in front of it (linked
+                 without debug information and symbol table: build.rs);
   static-run     coldstart-run linked static-pie (crt-static): no loader
                  and no shared libraries of its own to open and map;
   env            /usr/bin/env in front of it: a wrapper that only execs;
@@ -112,20 +112,17 @@ def main():
     # filesystem, looked up the same way.
     full = os.path.join(work, "coldstart-run")
     shutil.copy2(wrapper, full)
-    stripped = os.path.join(work, "coldstart-run-stripped")
-    subprocess.run(["strip", "-o", stripped, full], check=True)
     static_run = os.path.join(work, "coldstart-run-static")
     shutil.copy2(os.path.join(static_target, "x86_64-unknown-linux-gnu", "release", "coldstart-run"),
                  static_run)
     sizes = {p: os.path.getsize(p)
-             for p in (hello, full, stripped, static_run, "/usr/bin/env", static_exec)}
+             for p in (hello, full, static_run, "/usr/bin/env", static_exec)}
     print("sizes: " + ", ".join(f"{os.path.basename(p)} {s / 1024:.0f} KiB" for p, s in sizes.items()),
           flush=True)
     command = [coldstart, "bench", "--cache", "cold", "-n", str(args.runs),
-               "--name", "plain", "--name", "coldstart-run", "--name", "stripped",
+               "--name", "plain", "--name", "coldstart-run",
                "--name", "static-run", "--name", "env", "--name", "static-exec",
                "--vs", f"{full} --plan {plan} -- {hello}",
-               "--vs", f"{stripped} --plan {plan} -- {hello}",
                "--vs", f"{static_run} --plan {plan} -- {hello}",
                "--vs", f"/usr/bin/env {hello}",
                "--vs", f"{static_exec} {hello}",
