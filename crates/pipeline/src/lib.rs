@@ -19,7 +19,7 @@ pub mod selective;
 pub mod summary;
 
 use coldstart_record::trace::TraceOptions;
-use coldstart_system::launch::{Forward, Identity, LaunchSpec};
+use coldstart_system::launch::LaunchSpec;
 use std::path::Path;
 use std::time::Duration;
 
@@ -28,14 +28,10 @@ pub type Step<'a> = &'a mut dyn FnMut(&str);
 
 /// The sample app started as the invoking user, ready when it prints READY.
 pub fn sample_launch(executable: &Path) -> anyhow::Result<LaunchSpec> {
+    let argv = vec![executable.as_os_str().to_owned()];
     Ok(LaunchSpec {
-        argv: vec![executable.as_os_str().to_owned()],
-        identity: Identity::invoking_user(false)?,
         ready_regex: Some(regex::Regex::new("^READY")?),
-        ready_file: None,
-        timeout: Some(Duration::from_secs(60)),
-        forward: Forward::Discard,
-        env: Vec::new(),
+        ..LaunchSpec::quiet(argv, Duration::from_secs(60))?
     })
 }
 

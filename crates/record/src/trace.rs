@@ -155,6 +155,10 @@ pub fn trace(
     if interrupted.load(Ordering::Acquire) {
         return Err(TraceError::Interrupted);
     }
+    // The program's process is made now, and waits to exec until tracing is
+    // on: joining its cgroup waits for an RCU grace period, which passes
+    // while the tracer is set up instead of counting as the start's.
+    let prepared = launch::prepare(&options.launch).map_err(|e| launch_error(options, e))?;
     // Files opened from here on take the device's readahead size.
     let readahead = override_readahead(options, &mut stage)?;
     let tracer = Tracer::start(
@@ -173,7 +177,7 @@ pub fn trace(
     }
 
     stage(Stage::Tracing);
-    let launched = launch_traced(profile, run, &tracer, options)?;
+    let launched = launch_traced(profile, run, &tracer, prepared, options)?;
     let (t0, root_pid) = (launched.t0_ns, launched.root_pid);
     let (ending, mappings) = wait_for_startup(&launched, &tracer, options, interrupted, progress)?;
     let mapped = paths::mapped_files();
@@ -842,16 +846,17 @@ fn run_start(options: &TraceOptions, page_size: u64) -> RunStart {
     }
 }
 
-/// Turns tracing on and starts the program. If it cannot start, tracing
-/// stops and the run is ended as failed.
+/// Turns tracing on and lets the prepared program exec. If it cannot
+/// start, tracing stops and the run is ended as failed.
 fn launch_traced(
     profile: &mut Profile,
     run: RunId,
     tracer: &Tracer,
+    prepared: launch::Prepared,
     options: &TraceOptions,
 ) -> Result<Launched, TraceError> {
     tracer.instance.set("tracing_on", "1")?;
-    match launch::launch(&options.launch) {
+    match prepared.start() {
         Ok(launched) => Ok(launched),
         Err(e) => {
             tracer.instance.set("tracing_on", "0")?;

@@ -6,7 +6,7 @@
 
 use coldstart_profile::{CacheMode, LoaderPhase, LoaderSpan, Profile};
 use coldstart_record::trace::{TraceOptions, trace};
-use coldstart_system::launch::{Forward, Identity, LaunchSpec};
+use coldstart_system::launch::LaunchSpec;
 use coldstart_testkit::{can_trace, run_ok, skip};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -133,14 +133,10 @@ fn build() -> Built {
 }
 
 fn launch(built: &Built, log: &Path) -> LaunchSpec {
+    let argv = vec![built.main.clone().into(), built.lib_c.clone().into()];
     LaunchSpec {
-        argv: vec![built.main.clone().into(), built.lib_c.clone().into()],
-        identity: Identity::invoking_user(false).unwrap(),
-        ready_regex: None,
-        ready_file: None,
-        timeout: Some(Duration::from_secs(30)),
-        forward: Forward::Discard,
         env: vec![("CS_INIT_LOG".into(), log.as_os_str().to_owned())],
+        ..LaunchSpec::quiet(argv, Duration::from_secs(30)).unwrap()
     }
 }
 
@@ -421,15 +417,9 @@ fn a_static_program_is_traced_and_says_the_loader_was_not() {
     let options = TraceOptions {
         cache: CacheMode::Selective,
         loader: true,
-        ..TraceOptions::cold(LaunchSpec {
-            argv: vec![program.clone().into()],
-            identity: Identity::invoking_user(false).unwrap(),
-            ready_regex: None,
-            ready_file: None,
-            timeout: Some(Duration::from_secs(30)),
-            forward: Forward::Discard,
-            env: Vec::new(),
-        })
+        ..TraceOptions::cold(
+            LaunchSpec::quiet(vec![program.clone().into()], Duration::from_secs(30)).unwrap(),
+        )
     };
     let mut warnings = Vec::new();
     let _one = TRACING.lock().unwrap_or_else(|e| e.into_inner());

@@ -176,6 +176,23 @@ pub struct LaunchSpec {
     pub env: Vec<(OsString, OsString)>,
 }
 
+impl LaunchSpec {
+    /// `argv` started as the invoking user (not as root by accident), its
+    /// output discarded, its start over when it exits or after `timeout`:
+    /// what callers then change field by field.
+    pub fn quiet(argv: Vec<OsString>, timeout: Duration) -> io::Result<LaunchSpec> {
+        Ok(LaunchSpec {
+            argv,
+            identity: Identity::invoking_user(false)?,
+            ready_regex: None,
+            ready_file: None,
+            timeout: Some(timeout),
+            forward: Forward::Discard,
+            env: Vec::new(),
+        })
+    }
+}
+
 /// A started program.
 pub struct Launched {
     pub root_pid: i32,
@@ -244,6 +261,46 @@ const NOT_READY: i64 = i64::MIN;
 
 /// Starts the program. Fails (naming the program) if it cannot be started.
 pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
+    prepare(spec)?.start()
+}
+
+/// The program forked and waiting to exec ([`prepare`]).
+pub struct Prepared {
+    /// One byte here lets the child exec; closing it unwritten ends the
+    /// child before it runs anything.
+    gate: Option<io::PipeWriter>,
+    /// The parent's copy of the end the child waits on, kept until the child
+    /// surely forked with it.
+    gate_read: Option<io::PipeReader>,
+    /// The child writes its pid here (4 bytes, native order) once it is in
+    /// its group, just before it waits at the gate; the waiter thread writes
+    /// 0 when the spawn failed.
+    ready: io::PipeReader,
+    /// What `ready` said, once read: the child's pid, or None if it failed.
+    pid: Option<Option<i32>>,
+    spawned: std::sync::mpsc::Receiver<io::Result<Spawned>>,
+    exit: Arc<Mutex<Option<(i64, std::process::ExitStatus)>>>,
+    wake: Arc<Wake>,
+    waiter: Option<JoinHandle<()>>,
+    spec: LaunchSpec,
+    cgroup: Option<Cgroup>,
+}
+
+/// What the waiter thread hands over once the program exec'd.
+struct Spawned {
+    pid: i32,
+    stdout: Option<std::process::ChildStdout>,
+    stderr: Option<std::process::ChildStderr>,
+}
+
+/// Forks the program's process and does all a start needs short of the
+/// exec: its user, its group of the tree, its process group. So the time
+/// [`Prepared::start`] takes is the exec's: moving a process into a cgroup
+/// waits for an RCU grace period (8-20 ms here) that would otherwise count
+/// as the program's own start, and that overlaps with whatever the caller
+/// does meanwhile (a trace sets up its instance). The child waits on a
+/// pipe; dropping the [`Prepared`] ends it before it runs anything.
+pub fn prepare(spec: &LaunchSpec) -> io::Result<Prepared> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -254,7 +311,10 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     // terminated instead of escaping to init.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 
-    let cgroup = Cgroup::create("tree");
+    // A group of its own per launch: two prepared launches may coexist.
+    static LAUNCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    let cgroup = Cgroup::create(&format!("tree{n}"));
     let procs = cgroup.as_ref().and_then(|g| g.procs_file().ok());
     let mut command = Command::new(program);
     // The program runs in its own process group, so reading the terminal would
@@ -273,7 +333,8 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     command.process_group(0);
     spec.identity.apply_to(&mut command);
     if let Some(procs) = procs {
-        // Runs before the user switch: joining the group needs root.
+        // Joining the group needs the rights of the one who opened
+        // cgroup.procs (root), which the kernel checks, not the user's.
         // SAFETY: write(2) is async-signal-safe.
         unsafe {
             command.pre_exec(move || {
@@ -287,46 +348,72 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
     // SAFETY: prctl is async-signal-safe.
     unsafe {
         command.pre_exec(|| {
-            // If coldstart dies, so does the program it was measuring.
+            // If coldstart dies, so does the program it was measuring (the
+            // thread that forks it, the waiter below, lives as long as it).
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             Ok(())
         });
     }
-
-    let t0_ns = monotonic_ns();
-    let mut child = command.spawn().map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!("cannot start {}: {e}", program.to_string_lossy()),
-        )
-    })?;
-    let root_pid = child.id() as i32;
-
-    let ready_at = Arc::new(AtomicI64::new(NOT_READY));
-    let wake = Arc::new(Wake::default());
-    let mut forwarders = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        let to = match spec.forward {
-            Forward::Through => Sink::Stdout,
-            Forward::ToStderr => Sink::Stderr,
-            Forward::Discard => Sink::Nowhere,
-        };
-        forwarders.push(forward(out, to, spec.ready_regex.clone(), &ready_at, &wake));
+    let (gate_read, gate) = io::pipe()?;
+    let (ready, ready_write) = io::pipe()?;
+    let (gate_in, gate_out, ready_out) = (
+        gate_read.as_raw_fd(),
+        gate.as_raw_fd(),
+        ready_write.as_raw_fd(),
+    );
+    // SAFETY: close, write and read are async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            // The child's copy of the gate's write end: the parent's alone
+            // keeps the gate open, so the child sees it closed if coldstart
+            // gives up or dies.
+            libc::close(gate_out);
+            let pid = libc::getpid().to_ne_bytes();
+            if libc::write(ready_out, pid.as_ptr().cast(), pid.len()) != pid.len() as isize {
+                return Err(io::Error::last_os_error());
+            }
+            let mut byte = 0u8;
+            loop {
+                match libc::read(gate_in, (&raw mut byte).cast(), 1) {
+                    1 => return Ok(()),
+                    0 => return Err(io::Error::from_raw_os_error(libc::ECANCELED)),
+                    _ => {
+                        let error = io::Error::last_os_error();
+                        if error.kind() != io::ErrorKind::Interrupted {
+                            return Err(error);
+                        }
+                    }
+                }
+            }
+        });
     }
-    if let Some(err) = child.stderr.take() {
-        let to = match spec.forward {
-            Forward::Discard => Sink::Nowhere,
-            _ => Sink::Stderr,
-        };
-        forwarders.push(forward(err, to, spec.ready_regex.clone(), &ready_at, &wake));
-    }
+
+    let (tell, spawned) = std::sync::mpsc::channel();
     let exit = Arc::new(Mutex::new(None));
+    let wake = Arc::new(Wake::default());
     let waiter = {
         let exit = Arc::clone(&exit);
         let wake = Arc::clone(&wake);
         std::thread::Builder::new()
             .name("coldstart-wait".into())
             .spawn(move || {
+                let mut ready_write = ready_write;
+                // Returns once the child exec'd, or failed to.
+                let mut child = match command.spawn() {
+                    Ok(child) => child,
+                    Err(e) => {
+                        // Whether or not the child said it was ready.
+                        let _ = ready_write.write_all(&0i32.to_ne_bytes());
+                        let _ = tell.send(Err(e));
+                        return;
+                    }
+                };
+                drop(ready_write);
+                let _ = tell.send(Ok(Spawned {
+                    pid: child.id() as i32,
+                    stdout: child.stdout.take(),
+                    stderr: child.stderr.take(),
+                }));
                 if let Ok(status) = child.wait() {
                     let at = monotonic_ns();
                     if let Ok(mut slot) = exit.lock() {
@@ -336,17 +423,119 @@ pub fn launch(spec: &LaunchSpec) -> io::Result<Launched> {
                 }
             })?
     };
-    Ok(Launched {
-        root_pid,
-        t0_ns,
+    Ok(Prepared {
+        gate: Some(gate),
+        gate_read: Some(gate_read),
+        ready,
+        pid: None,
+        spawned,
         exit,
-        ready_at,
         wake,
         waiter: Some(waiter),
-        forwarders,
         spec: spec.clone(),
         cgroup,
     })
+}
+
+impl Prepared {
+    /// The pid of the program's process, once it is ready to exec (waits
+    /// for that); None when it could not be made ready ([`Prepared::start`]
+    /// then says why).
+    pub fn pid(&mut self) -> Option<i32> {
+        if self.pid.is_none() {
+            // The child's pid, or the waiter's 0 when the spawn failed; end
+            // of file only if both are gone, which the waiter's answer
+            // explains.
+            let mut word = [0u8; 4];
+            let said = self
+                .ready
+                .read_exact(&mut word)
+                .map(|()| i32::from_ne_bytes(word));
+            self.pid = Some(said.ok().filter(|&pid| pid > 0));
+        }
+        self.pid.flatten()
+    }
+
+    /// Lets the program exec, once its process is ready, and returns when
+    /// it has: `t0_ns` is taken then, so the program's time starts at its
+    /// exec. Fails (naming the program) if it could not be started.
+    pub fn start(mut self) -> io::Result<Launched> {
+        self.pid();
+        let t0_ns = monotonic_ns();
+        if let Some(mut gate) = self.gate.take() {
+            let _ = gate.write_all(b"!");
+        }
+        self.gate_read = None;
+        let spawned = self
+            .spawned
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("the thread starting the program ended")));
+        let program = self.spec.argv[0].to_string_lossy().into_owned();
+        let spawned = match spawned {
+            Ok(spawned) => spawned,
+            Err(e) => {
+                if let Some(waiter) = self.waiter.take() {
+                    let _ = waiter.join();
+                }
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot start {program}: {e}"),
+                ));
+            }
+        };
+        let ready_at = Arc::new(AtomicI64::new(NOT_READY));
+        let spec = self.spec.clone();
+        let mut forwarders = Vec::new();
+        if let Some(out) = spawned.stdout {
+            let to = match spec.forward {
+                Forward::Through => Sink::Stdout,
+                Forward::ToStderr => Sink::Stderr,
+                Forward::Discard => Sink::Nowhere,
+            };
+            forwarders.push(forward(
+                out,
+                to,
+                spec.ready_regex.clone(),
+                &ready_at,
+                &self.wake,
+            ));
+        }
+        if let Some(err) = spawned.stderr {
+            let to = match spec.forward {
+                Forward::Discard => Sink::Nowhere,
+                _ => Sink::Stderr,
+            };
+            forwarders.push(forward(
+                err,
+                to,
+                spec.ready_regex.clone(),
+                &ready_at,
+                &self.wake,
+            ));
+        }
+        Ok(Launched {
+            root_pid: spawned.pid,
+            t0_ns,
+            exit: Arc::clone(&self.exit),
+            ready_at,
+            wake: Arc::clone(&self.wake),
+            waiter: self.waiter.take(),
+            forwarders,
+            spec,
+            cgroup: self.cgroup.take(),
+        })
+    }
+}
+
+impl Drop for Prepared {
+    /// Not started: the gate closes unopened, the child ends without
+    /// running anything, and its waiter with it.
+    fn drop(&mut self) {
+        self.gate = None;
+        if let Some(waiter) = self.waiter.take() {
+            let _ = waiter.join();
+        }
+    }
 }
 
 /// Where one of the program's output streams goes.
