@@ -89,6 +89,8 @@ struct Loaded {
     program: Program,
     /// None while the program is learning.
     plan: Option<Arc<Plan>>,
+    /// The plan's pages sampled at each exec, their file held open.
+    sample: Option<Arc<start::CacheSample>>,
     inode: Inode,
     /// The first process of each start being followed.
     roots: Roots,
@@ -696,9 +698,14 @@ impl Service {
         };
         let inode = Inode::of_path(&program.exe)
             .ok_or_else(|| format!("{} is gone", program.exe.display()))?;
+        let sample = plan
+            .as_deref()
+            .and_then(start::CacheSample::of)
+            .map(Arc::new);
         Ok(Some(Loaded {
             program,
             plan,
+            sample,
             inode,
             roots: Arc::new(Mutex::new(Vec::new())),
             record_lock: Arc::new(Mutex::new(())),
@@ -795,6 +802,7 @@ impl Service {
                 .map(|l| start::Candidate {
                     program: l.program.clone(),
                     plan: l.plan.clone(),
+                    sample: l.sample.clone(),
                 })
                 .collect(),
             trace,
