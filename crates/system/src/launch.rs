@@ -10,7 +10,7 @@
 use crate::cgroup::Cgroup;
 use crate::proc;
 use regex::Regex;
-use rustix::process::{Pid, Signal};
+use rustix::process::{Pid, PidfdFlags, Signal};
 use std::ffi::{CStr, CString, OsString};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -409,12 +409,15 @@ pub fn prepare(spec: &LaunchSpec) -> io::Result<Prepared> {
                     }
                 };
                 drop(ready_write);
+                let pid = child.id() as i32;
                 let _ = tell.send(Ok(Spawned {
-                    pid: child.id() as i32,
+                    pid,
                     stdout: child.stdout.take(),
                     stderr: child.stderr.take(),
                 }));
-                if let Ok(status) = child.wait() {
+                let waited = child.wait();
+                forget_root(pid);
+                if let Ok(status) = waited {
                     let at = monotonic_ns();
                     if let Ok(mut slot) = exit.lock() {
                         *slot = Some((at, status));
@@ -452,6 +455,10 @@ impl Prepared {
                 .read_exact(&mut word)
                 .map(|()| i32::from_ne_bytes(word));
             self.pid = Some(said.ok().filter(|&pid| pid > 0));
+            // Before the gate opens: the child cannot have ended yet.
+            if let (Some(Some(pid)), Ok(mut roots)) = (self.pid, ROOTS.lock()) {
+                roots.push(pid);
+            }
         }
         self.pid.flatten()
     }
@@ -476,6 +483,9 @@ impl Prepared {
             Err(e) => {
                 if let Some(waiter) = self.waiter.take() {
                     let _ = waiter.join();
+                }
+                if let Some(pid) = self.pid.flatten() {
+                    forget_root(pid);
                 }
                 return Err(io::Error::new(
                     e.kind(),
@@ -528,12 +538,26 @@ impl Prepared {
 }
 
 impl Drop for Prepared {
-    /// Not started: the gate closes unopened, the child ends without
-    /// running anything, and its waiter with it.
+    /// Not started: the gate closes unopened, and the child ends without
+    /// running anything, its waiter with it. The child is killed too, by a
+    /// pidfd taken while it surely waits at the gate: a process another
+    /// thread forked meanwhile may hold a copy of the gate's write end, and
+    /// keep it open while it runs without exec.
     fn drop(&mut self) {
+        let Some(waiter) = self.waiter.take() else {
+            return;
+        };
+        let child = self
+            .pid()
+            .and_then(Pid::from_raw)
+            .and_then(|pid| rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok());
         self.gate = None;
-        if let Some(waiter) = self.waiter.take() {
-            let _ = waiter.join();
+        if let Some(child) = child {
+            let _ = rustix::process::pidfd_send_signal(&child, Signal::KILL);
+        }
+        let _ = waiter.join();
+        if let Some(pid) = self.pid.flatten() {
+            forget_root(pid);
         }
     }
 }
@@ -753,11 +777,24 @@ fn descendants_of(root: i32) -> Vec<i32> {
     found
 }
 
+/// The programs launched and not yet reaped by their waiter threads, by
+/// pid: [`reap_orphans`] leaves them alone, whichever launch it cleans up
+/// after (two may run at once in one process).
+static ROOTS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// `pid` is no launched program's any more (reaped, or never exec'd).
+fn forget_root(pid: i32) {
+    if let Ok(mut roots) = ROOTS.lock() {
+        roots.retain(|&root| root != pid);
+    }
+}
+
 /// Reaps children that re-parented to coldstart (it is their subreaper);
-/// the program itself is left to its waiter thread.
+/// the programs themselves are left to their waiter threads.
 fn reap_orphans(root: i32) {
+    let roots = ROOTS.lock().map(|r| r.clone()).unwrap_or_default();
     for pid in proc::own_children() {
-        if pid != root {
+        if pid != root && !roots.contains(&pid) {
             let mut status = 0;
             // SAFETY: non-blocking wait on our own child.
             unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
