@@ -524,13 +524,13 @@ fn relinks_with_gold_and_a_section_order() {
 
 #[test]
 fn builds_with_clang_when_installed() {
+    let options = BuildOptions {
+        compiler: Compiler::Clang,
+        ..BuildOptions::default()
+    };
     if !Compiler::Clang.is_installed() {
         let dir = tempfile::tempdir().expect("tmp");
         generate(&SampleSpec::tiny(), &dir.path().join("src")).expect("generate");
-        let options = BuildOptions {
-            compiler: Compiler::Clang,
-            ..BuildOptions::default()
-        };
         let error = build(
             &dir.path().join("src"),
             &dir.path().join("build"),
@@ -545,10 +545,6 @@ fn builds_with_clang_when_installed() {
         // .ci/run installs clang; there a skip is a failure.
         return coldstart_testkit::skip("clang++ not installed (apt-get install clang)");
     }
-    let options = BuildOptions {
-        compiler: Compiler::Clang,
-        ..BuildOptions::default()
-    };
     let (_dir, _generated, app) = build_sample(&SampleSpec::tiny(), &options);
     let truth = &app.ground_truth;
     let output = app.command().output().expect("run");

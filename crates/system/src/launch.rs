@@ -731,18 +731,18 @@ impl Launched {
             signal_all(&self, Signal::TERM);
             let deadline = monotonic_ns() + grace.as_nanos() as i64;
             while alive(&self) && monotonic_ns() < deadline {
-                reap_orphans(self.root_pid);
+                reap_orphans();
                 std::thread::sleep(Duration::from_millis(5));
             }
             while alive(&self) {
                 if !self.cgroup.as_ref().is_some_and(Cgroup::kill_all) {
                     signal_all(&self, Signal::KILL);
                 }
-                reap_orphans(self.root_pid);
+                reap_orphans();
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
-        reap_orphans(self.root_pid);
+        reap_orphans();
         if let Some(waiter) = self.waiter.take() {
             let _ = waiter.join();
         }
@@ -778,8 +778,9 @@ fn descendants_of(root: i32) -> Vec<i32> {
 }
 
 /// The programs launched and not yet reaped by their waiter threads, by
-/// pid: [`reap_orphans`] leaves them alone, whichever launch it cleans up
-/// after (two may run at once in one process).
+/// pid, registered before they exec: [`reap_orphans`] leaves them alone,
+/// whichever launch it cleans up after (two may run at once in one
+/// process).
 static ROOTS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
 /// `pid` is no launched program's any more (reaped, or never exec'd).
@@ -791,10 +792,10 @@ fn forget_root(pid: i32) {
 
 /// Reaps children that re-parented to coldstart (it is their subreaper);
 /// the programs themselves are left to their waiter threads.
-fn reap_orphans(root: i32) {
+fn reap_orphans() {
     let roots = ROOTS.lock().map(|r| r.clone()).unwrap_or_default();
     for pid in proc::own_children() {
-        if pid != root && !roots.contains(&pid) {
+        if !roots.contains(&pid) {
             let mut status = 0;
             // SAFETY: non-blocking wait on our own child.
             unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
