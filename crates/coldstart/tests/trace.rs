@@ -288,6 +288,94 @@ fn pages_touched_and_read_are_exact_and_match_residency() {
     assert_eq!(runs["runs"][0]["cache_mode"], "selective");
 }
 
+const STAMPER: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* For each file named: prints its own CLOCK_MONOTONIC time, then reads
+   the file's first page; 30 ms apart. Prints the time again as it exits. */
+int main(int argc, char **argv) {
+    char page[4096];
+    for (int i = 1; i < argc; i++) {
+        int fd = open(argv[i], O_RDONLY);
+        if (fd < 0) return 2;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+        printf("read %d %lld\n", i, now_ns());
+        fflush(stdout);
+        if (pread(fd, page, sizeof page, 0) != sizeof page) return 3;
+        close(fd);
+        usleep(30000);
+    }
+    printf("exit %lld\n", now_ns());
+    fflush(stdout);
+    return 0;
+}
+"#;
+
+/// The trace clock is put on CLOCK_MONOTONIC, where the run's start and
+/// end are timed: the times the program itself took just before each read
+/// and just before it exited (its own clock_gettime) match when the trace
+/// saw the reads and when coldstart saw the exit. Without the marks that
+/// place a kept `local` clock, the reads are off by the distance between
+/// sched_clock and CLOCK_MONOTONIC (23 ms on this machine kind).
+#[test]
+fn event_times_are_on_the_clock_the_program_reads() {
+    if !can_trace() {
+        return;
+    }
+    let dir = shared_tempdir();
+    let program = build_c(dir.path(), "stamper", STAMPER);
+    let inputs: Vec<PathBuf> = (1..=3)
+        .map(|i| dir.path().join(format!("in{i}.bin")))
+        .collect();
+    for input in &inputs {
+        write_file(input, 4);
+    }
+    let db = dir.path().join("t.db");
+    let evict: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    let out = run(trace_cold(&db, &evict, &[]).arg(&program).args(&inputs));
+    let summary = json(&out);
+    assert_eq!(summary["exit_code"], 0, "{summary:#}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let stamp = |prefix: &str| -> i64 {
+        said.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .and_then(|rest| rest.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no `{prefix}` in the program's output: {said}"))
+    };
+    let exit = stamp("exit ");
+    let runs = json(&run(coldstart().arg("runs").arg(&db).arg("--json")));
+    let ended_ns = runs["runs"][0]["ended_ns"].as_i64().unwrap();
+    let report = json(&run(coldstart().arg("report").arg(&db).arg("--json")));
+    for (i, input) in inputs.iter().enumerate() {
+        let before_read = stamp(&format!("read {} ", i + 1));
+        let first_ns = file_entry(&report, input)["first_access_ns"]
+            .as_i64()
+            .unwrap();
+        // How long before the exit each side puts the read: the trace and
+        // coldstart's exit time against the program's two stamps. The read
+        // follows its stamp by microseconds; coldstart sees the exit up to
+        // a few milliseconds after the program's last stamp.
+        let traced = ended_ns - first_ns;
+        let own = exit - before_read;
+        assert!(
+            (-1_000_000..=8_000_000).contains(&(traced - own)),
+            "{}: the trace puts its first read {:.3} ms before the end, the program {:.3} ms",
+            input.display(),
+            traced as f64 / 1e6,
+            own as f64 / 1e6
+        );
+    }
+}
+
 /// Pages entering the cache in separate runs; with readahead off each
 /// discontiguous run is its own request.
 fn read_runs(pages: &[u64]) -> u64 {

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use coldstart_profile::{CacheMode, Profile, RunStart};
 use coldstart_record::paths::{Inode, SeenFile};
 use coldstart_record::trace::{Assembled, Mappings, assemble, decode_buffers};
+use coldstart_record::tracefs::clock::Placement;
 use coldstart_record::tracefs::events::{Decoder, EventKind, TraceEvent, kernel_dev_to_user};
 use coldstart_record::tracefs::format::{EventFormat, HeaderPage};
 use coldstart_record::tracefs::ringbuf::decode_stream;
@@ -286,11 +287,12 @@ fn main() {
     report("sub-buffer walk", walked, bytes, time);
 
     let (time, pages) = best_of(ROUNDS, || {
-        let decoded =
-            match decode_buffers(&buffers, &HEADER, &decoder, None).map(|(events, _)| events) {
-                Ok(decoded) => decoded,
-                Err(e) => panic!("decode: {e}"),
-            };
+        let decoded = match decode_buffers(&buffers, &HEADER, &decoder, None, &Placement::Mono)
+            .map(|(events, _)| events)
+        {
+            Ok(decoded) => decoded,
+            Err(e) => panic!("decode: {e}"),
+        };
         decoded
             .iter()
             .map(|event| match event.kind {
@@ -306,7 +308,7 @@ fn main() {
     assert_eq!(decoder.skipped().total(), 0);
     black_box(pages);
 
-    let decoded = decode_buffers(&buffers, &HEADER, &decoder, None)
+    let decoded = decode_buffers(&buffers, &HEADER, &decoder, None, &Placement::Mono)
         .map(|(events, _)| events)
         .expect("decoded above");
     let opens = opens();
@@ -344,7 +346,7 @@ fn main() {
     // The whole pipeline in one go, as `coldstart trace` runs it.
     let (time, _) = best_of(ROUNDS, || {
         round += 1;
-        let decoded = decode_buffers(&buffers, &HEADER, &decoder, None)
+        let decoded = decode_buffers(&buffers, &HEADER, &decoder, None, &Placement::Mono)
             .map(|(events, _)| events)
             .expect("decode");
         let assembled = assemble_rows(&decoded, &opens);

@@ -31,6 +31,7 @@ use crate::trace::{
     Readers, USER_FAULTS, assemble, check_required_events, clip_mappings, decode_buffers,
     drain_and_count, enable_events_where, unix_now_ns,
 };
+use crate::tracefs::clock::Placement;
 use crate::tracefs::events::{Decoder, EventKind, TraceEvent};
 use crate::tracefs::format::HeaderPage;
 use crate::tracefs::instance::{self, Instance, TraceError};
@@ -190,7 +191,7 @@ impl Attached {
         let opens = self.watcher.map(OpenWatcher::finish).unwrap_or_default();
         let (root, t0_ns) = (self.root, self.t0_ns);
         let (decoder, header) = (self.decoder, self.header);
-        let (mut events, _) = decode_buffers(&buffers, &header, &decoder, None)?;
+        let (mut events, _) = decode_buffers(&buffers, &header, &decoder, None, &Placement::Mono)?;
         // The root's exec happened before the attach: it is the tree's
         // first member from the start, as a launched program is at its exec.
         events.insert(

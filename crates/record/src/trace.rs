@@ -15,6 +15,7 @@ use crate::names::{Attachments, NameRecorder, Recorded};
 use crate::paths::FileMapping;
 use crate::paths::{self, Inode, OpenWatcher, SeenFile};
 use crate::subvolumes::{Placed, SubvolumeRecorder, Subvolumes};
+use crate::tracefs::clock::{Placement, TraceClock};
 use crate::tracefs::events::{
     Decoder, EventKind, FileKey, TraceEvent, kernel_dev_to_user, user_dev_to_kernel,
 };
@@ -140,16 +141,37 @@ pub fn trace(
     profile: &mut Profile,
     options: &TraceOptions,
     interrupted: &AtomicBool,
-    mut stage: impl FnMut(Stage),
+    stage: impl FnMut(Stage),
     progress: impl FnMut(Progress),
 ) -> Result<TraceSummary, TraceError> {
+    trace_then_clean_up(profile, options, interrupted, stage, progress).map(|(summary, _)| summary)
+}
+
+/// What a finished trace still removes from the kernel: its instance and
+/// uprobes, the name recorder's programs, the open watcher's group. Each
+/// waits for the kernel (removing an instance takes 30-90 ms here), on a
+/// thread of its own; dropping this waits for them all.
+#[must_use = "dropping the cleanup waits for it: hold it while other work is done"]
+pub struct Cleanup {
+    _removal: Removal,
+}
+
+/// [`trace`], returning with the kernel's cleanup still under way, so the
+/// caller can show the summary and close the profile meanwhile.
+pub fn trace_then_clean_up(
+    profile: &mut Profile,
+    options: &TraceOptions,
+    interrupted: &AtomicBool,
+    mut stage: impl FnMut(Stage),
+    progress: impl FnMut(Progress),
+) -> Result<(TraceSummary, Cleanup), TraceError> {
     let root = instance::tracefs_root()?;
     clean_up_after_killed_runs(&root, &mut stage);
     let page_size = cache::page_size();
     // Reads ld.so and its debug file, so before the cache is prepared.
     let loader_probes = plan_loader_probes(options, &mut stage);
     // The instance is set up while the cache is prepared: it reads nothing
-    // from a disk, and its clock and buffers take about 60 ms.
+    // from a disk, and growing its buffers takes 15-25 ms.
     let preparing = Preparing::start(&root, options);
     let warmup_ns = prepare_cache(options, interrupted, &mut stage)?;
     if interrupted.load(Ordering::Acquire) {
@@ -180,16 +202,18 @@ pub fn trace(
     let launched = launch_traced(profile, run, &tracer, prepared, options)?;
     let (t0, root_pid) = (launched.t0_ns, launched.root_pid);
     let (ending, mappings) = wait_for_startup(&launched, &tracer, options, interrupted, progress)?;
+    // Tracing is off: the instance can go while the tree is ended.
+    let captured = tracer.finish();
     let mapped = paths::mapped_files();
     let exit = launched.terminate(options.grace);
     drop(readahead);
 
-    let captured = tracer.finish();
     let (events, placed) = decode_buffers(
         &captured.buffers,
         &captured.header,
         &captured.decoder,
         captured.subvolumes.as_ref(),
+        &captured.placement,
     )?;
     if placed.unplaced > 0 {
         stage(Stage::Warning(format!(
@@ -254,7 +278,12 @@ pub fn trace(
     };
     profile.write(run, &batch)?;
     profile.end_run(run, &end)?;
-    Ok(summary)
+    Ok((
+        summary,
+        Cleanup {
+            _removal: captured._removing,
+        },
+    ))
 }
 
 /// The loader probes when the loader is to be traced: `Ok(None)` when it
@@ -379,6 +408,8 @@ struct Tracer {
     watcher: Option<OpenWatcher>,
     names: Option<NameRecorder>,
     subvolumes: Option<SubvolumeRecorder>,
+    /// Holds the instance's marker open, so it too drops before the instance.
+    clock: TraceClock,
     instance: Instance,
     /// After the instance: probes enabled in it cannot be removed before.
     uprobes: Option<Uprobes>,
@@ -388,31 +419,44 @@ struct Tracer {
     header: HeaderPage,
 }
 
+/// A private instance, tracing off, with the page events enabled.
+struct Ready {
+    /// Before the instance: it holds a file of the instance open, and an
+    /// instance with open files cannot be removed.
+    clock: TraceClock,
+    instance: Instance,
+    decoder: Decoder,
+}
+
 /// A private instance with the page events enabled and tracing off,
-/// tracing nothing yet: its clock set, its buffers grown.
+/// tracing nothing yet: its clock ready, its buffers grown.
 fn prepare_instance(
     root: &Path,
     buffer_kb_per_cpu: u64,
     user_faults: bool,
-) -> Result<(Instance, Decoder), TraceError> {
+) -> Result<Ready, TraceError> {
     let instance = Instance::create(root, "")?;
     instance.set("tracing_on", "0")?;
-    // The clock first: changing it empties the buffers, which takes
-    // milliseconds once they are big.
-    instance.set("trace_clock", "mono")?;
+    // The clock first: changing it (where it must be) empties the buffers,
+    // which takes milliseconds once they are big.
+    let clock = TraceClock::set_up(&instance)?;
     instance.set("buffer_size_kb", &buffer_kb_per_cpu.to_string())?;
     // Full buffers drop new events (counted) instead of overwriting old ones.
     instance.set("options/overwrite", "0")?;
     let decoder = Decoder::from_events_dir(&instance.events_dir())?;
     enable_events(&instance, &decoder, user_faults)?;
-    Ok((instance, decoder))
+    Ok(Ready {
+        instance,
+        decoder,
+        clock,
+    })
 }
 
 /// [`prepare_instance`] on a thread of its own (or, without one, at
 /// [`Preparing::wait`]). Dropping this without waiting waits for the thread
 /// and removes what it set up.
 struct Preparing {
-    thread: Option<std::thread::JoinHandle<Result<(Instance, Decoder), TraceError>>>,
+    thread: Option<std::thread::JoinHandle<Result<Ready, TraceError>>>,
     root: PathBuf,
     buffer_kb_per_cpu: u64,
     user_faults: bool,
@@ -438,7 +482,7 @@ impl Preparing {
         }
     }
 
-    fn wait(mut self) -> Result<(Instance, Decoder), TraceError> {
+    fn wait(mut self) -> Result<Ready, TraceError> {
         match self.thread.take().map(std::thread::JoinHandle::join) {
             Some(Ok(prepared)) => prepared,
             Some(Err(panic)) => std::panic::resume_unwind(panic),
@@ -517,6 +561,7 @@ struct Captured {
     subvolumes: Option<Subvolumes>,
     decoder: Decoder,
     header: HeaderPage,
+    placement: Placement,
 }
 
 impl Tracer {
@@ -533,7 +578,11 @@ impl Tracer {
         let watcher = start_open_watcher(stage);
         let names = start_name_recorder(root, stage);
         let subvolumes = start_subvolume_recorder(stage);
-        let (instance, mut decoder) = preparing.wait()?;
+        let Ready {
+            instance,
+            mut decoder,
+            clock,
+        } = preparing.wait()?;
         let (uprobes, loader_hit_ns) = match loader_probes {
             Ok(Some(probes)) => {
                 let calibration = HitCalibration::before(probes);
@@ -557,6 +606,7 @@ impl Tracer {
             loader_hit_ns,
             decoder,
             header,
+            clock,
         })
     }
 
@@ -572,9 +622,13 @@ impl Tracer {
             uprobes,
             decoder,
             header,
+            clock,
             ..
         } = self;
         let (buffers, trace_bytes, lost) = drain_and_count(readers, &instance);
+        let placement = clock.placement();
+        // Its marker file open would keep the instance from being removed.
+        drop(clock);
         let (names, attachments) = names.map(NameRecorder::finish_apart).unzip();
         let subvolumes = subvolumes.map(SubvolumeRecorder::finish);
         let (opens, group) = watcher.map(OpenWatcher::finish_apart).unzip();
@@ -589,6 +643,7 @@ impl Tracer {
             subvolumes,
             decoder,
             header,
+            placement,
         }
     }
 }
@@ -856,6 +911,8 @@ fn launch_traced(
     options: &TraceOptions,
 ) -> Result<Launched, TraceError> {
     tracer.instance.set("tracing_on", "1")?;
+    // Written before the program may run: it then costs the start nothing.
+    tracer.clock.mark()?;
     match prepared.start() {
         Ok(launched) => Ok(launched),
         Err(e) => {
@@ -900,6 +957,8 @@ fn wait_for_startup(
             trace_bytes: tracer.readers.bytes(),
         })
     });
+    // The first mark places the trace; this one only refines the rate.
+    let _ = tracer.clock.mark();
     tracer.instance.set("tracing_on", "0")?;
     if options.user_faults {
         mappings.sample(&launched.members());
@@ -1039,26 +1098,41 @@ impl Drop for Readers {
 }
 
 /// Decodes each CPU's raw sub-buffers (as read from trace_pipe_raw) into
-/// events, merged in time order. With `subvolumes`, events of files on
-/// btrfs are given their subvolume's device, CPU by CPU.
+/// events on CLOCK_MONOTONIC (`placement` says how), merged in time order.
+/// With `subvolumes`, events of files on btrfs are given their subvolume's
+/// device, CPU by CPU.
 pub fn decode_buffers(
     buffers: &[(u32, Vec<u8>)],
     header: &HeaderPage,
     decoder: &Decoder,
     subvolumes: Option<&Subvolumes>,
+    placement: &Placement,
 ) -> Result<(Vec<TraceEvent>, Placed), TraceError> {
     let mut events = Vec::new();
-    let mut placed = Placed::default();
+    let mut marks = Vec::new();
+    let mut by_cpu = Vec::with_capacity(buffers.len());
     for (cpu, buffer) in buffers {
         let first = events.len();
         ringbuf::decode_stream(buffer, header, |ts, payload| {
-            if let Some(event) = decoder.decode(ts, payload) {
+            if let Some(mark) = placement.mark_in(payload) {
+                marks.push((mark, ts));
+            } else if let Some(event) = decoder.decode(ts, payload) {
                 events.push(event);
             }
         })
         .map_err(|source| TraceError::Buffer { cpu: *cpu, source })?;
-        if let Some(subvolumes) = subvolumes {
-            let on_cpu = subvolumes.place(*cpu, &mut events[first..]);
+        by_cpu.push((*cpu, first..events.len()));
+    }
+    // On CLOCK_MONOTONIC before the subvolumes are matched: the subvolume
+    // recorder's times are on it.
+    let map = placement.map(&marks)?;
+    for event in &mut events {
+        event.ts = map.place(event.ts);
+    }
+    let mut placed = Placed::default();
+    if let Some(subvolumes) = subvolumes {
+        for (cpu, range) in by_cpu {
+            let on_cpu = subvolumes.place(cpu, &mut events[range]);
             placed.placed += on_cpu.placed;
             placed.metadata += on_cpu.metadata;
             placed.unplaced += on_cpu.unplaced;

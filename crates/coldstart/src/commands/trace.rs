@@ -43,7 +43,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let spinner = output::spinner();
-    let summary = trace::trace(
+    let traced = trace::trace_then_clean_up(
         &mut profile,
         &options,
         &interrupted,
@@ -67,7 +67,9 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         )
     });
     spinner.finish_and_clear();
-    let summary = summary?;
+    // The kernel's cleanup runs on while the summary is shown and the
+    // profile closed.
+    let (summary, _cleanup) = traced?;
     let functions = match &functions_dir {
         Some(dir) => {
             let recorded = record_functions(&mut profile, &summary, dir.path())?;
@@ -80,6 +82,7 @@ pub fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         coldstart_profile::give_to(&args.output, identity.uid, identity.gid);
     }
     print_summary(args, &profile, &summary, functions)?;
+    drop(profile);
     Ok(match summary.reason {
         EndReason::Interrupted => ExitCode::from(130),
         _ => ExitCode::SUCCESS,

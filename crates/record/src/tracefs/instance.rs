@@ -46,6 +46,8 @@ pub enum TraceError {
     /// The launcher's error names the program already.
     #[error("{error}")]
     Launch { program: String, error: io::Error },
+    #[error("trace clock: {0}")]
+    Clock(String),
     #[error("cannot start a trace reader thread: {0}")]
     Thread(io::Error),
     #[error("interrupted before the program started")]

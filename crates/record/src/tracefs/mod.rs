@@ -1,5 +1,6 @@
 //! tracefs: event formats, the binary ring buffer and the decoded events.
 
+pub mod clock;
 pub mod events;
 pub mod format;
 pub mod instance;
