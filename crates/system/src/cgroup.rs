@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-const PREFIX: &str = "coldstart-";
+pub(crate) const PREFIX: &str = "coldstart-";
 
 pub struct Cgroup {
     path: PathBuf,

@@ -794,12 +794,50 @@ fn forget_root(pid: i32) {
 /// the programs themselves are left to their waiter threads.
 fn reap_orphans() {
     let roots = ROOTS.lock().map(|r| r.clone()).unwrap_or_default();
+    let launches = Launches::here();
     for pid in proc::own_children() {
-        if !roots.contains(&pid) {
+        if !roots.contains(&pid) && launches.made(pid) {
             let mut status = 0;
             // SAFETY: non-blocking wait on our own child.
             unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG | libc::__WALL) };
         }
+    }
+}
+
+/// Tells a launched tree's orphans (adopted by this process, their child
+/// subreaper) from the children another part of the process made itself
+/// and waits for (a compiler a test runs beside a trace): reaping one of
+/// those would leave its owner's wait with ECHILD.
+struct Launches {
+    /// The prefix of the name of every launch's cgroup.
+    cgroup_prefix: String,
+    own_cgroup: Option<String>,
+    own_group: i32,
+}
+
+impl Launches {
+    fn here() -> Launches {
+        Launches {
+            cgroup_prefix: format!("{}{}-tree", crate::cgroup::PREFIX, std::process::id()),
+            own_cgroup: proc::own_cgroup(),
+            own_group: rustix::process::getpgrp().as_raw_nonzero().get(),
+        }
+    }
+
+    /// Whether child `pid` comes from a launch: it is (or died) in one of
+    /// this process's launch cgroups; or, launched without one (still in
+    /// this process's cgroup), it is in a process group other than this
+    /// process's, as a launched program leads its own.
+    fn made(&self, pid: i32) -> bool {
+        let cgroup = proc::cgroup_of(pid);
+        let in_launch_group = cgroup.as_deref().is_some_and(|path| {
+            path.rsplit('/')
+                .next()
+                .is_some_and(|name| name.starts_with(&self.cgroup_prefix))
+        });
+        in_launch_group
+            || (cgroup == self.own_cgroup
+                && proc::process_group_of(pid).is_some_and(|group| group != self.own_group))
     }
 }
 

@@ -50,9 +50,20 @@ pub fn parent_of(pid: i32) -> Option<i32> {
 
 /// The fourth field of a stat line (`pid (comm) state ppid ...`).
 fn parse_stat_ppid(stat: &str) -> Option<i32> {
+    stat_field_after_comm(stat, 1)
+}
+
+/// The process group from /proc/PID/stat; zombies still have one.
+pub fn process_group_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_field_after_comm(&stat, 2)
+}
+
+/// Field `n` (from 0) after comm of a stat line: state, ppid, pgrp, ...
+fn stat_field_after_comm(stat: &str, n: usize) -> Option<i32> {
     // comm may contain spaces and parentheses: fields start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    rest.split_whitespace().nth(n)?.parse().ok()
 }
 
 /// The filesystem user and group ids and the supplementary groups of a
@@ -114,7 +125,17 @@ pub fn own_children() -> Vec<i32> {
 /// This process's cgroup v2 path (the `0::` line of /proc/self/cgroup),
 /// relative to the cgroup2 mount.
 pub fn own_cgroup() -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroup_of_file("/proc/self/cgroup")
+}
+
+/// A process's cgroup v2 path, as [`own_cgroup`]; a zombie keeps naming
+/// the group it died in.
+pub fn cgroup_of(pid: i32) -> Option<String> {
+    cgroup_of_file(&format!("/proc/{pid}/cgroup"))
+}
+
+fn cgroup_of_file(path: &str) -> Option<String> {
+    let text = fs::read_to_string(path).ok()?;
     parse_cgroup_v2(&text).map(str::to_string)
 }
 
@@ -703,6 +724,10 @@ mod tests {
         );
         assert_eq!(parse_stat_ppid("1 (init) S 0 1 1"), Some(0));
         assert_eq!(parse_stat_ppid("4242 no parenthesis"), None);
+        assert_eq!(
+            stat_field_after_comm("4242 (my (odd) name) Z 77 4100 4242 0 -1 4194560", 2),
+            Some(4100)
+        );
     }
 
     #[test]

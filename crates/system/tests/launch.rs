@@ -101,3 +101,55 @@ fn a_prepared_program_is_in_its_group_before_it_starts() {
     launched.wait_for_end(&AtomicBool::new(false), || {});
     assert_eq!(launched.terminate(launch::DEFAULT_GRACE).code, Some(0));
 }
+
+/// A launch that reaps its tree's orphans leaves alone the children the
+/// rest of the process makes and waits for itself: a compiler a test runs
+/// beside a trace once had its exit status taken (its wait failed with
+/// ECHILD). The oracle is std's own wait on each of those children.
+#[test]
+fn ending_a_launch_reaps_only_what_the_launch_made() {
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let spawner = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut waited = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let status = std::process::Command::new("true")
+                    .status()
+                    .expect("std's wait on its own child succeeds");
+                assert!(status.success());
+                waited += 1;
+            }
+            waited
+        })
+    };
+    // Programs that leave an orphan behind (a backgrounded sleep), each
+    // ended while `true`s come and go beside it.
+    for _ in 0..20 {
+        let argv = ["sh", "-c", "sleep 0.01 & exit 0"]
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        let spec = LaunchSpec::quiet(argv, Duration::from_secs(30)).unwrap();
+        let launched = launch::launch(&spec).unwrap();
+        launched.wait_for_end(&AtomicBool::new(false), || {});
+        assert_eq!(launched.terminate(launch::DEFAULT_GRACE).code, Some(0));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let waited = spawner.join().expect("no wait of the spawner failed");
+    assert!(waited > 0);
+    // And the orphans themselves were reaped: no zombie child is left.
+    let zombies: Vec<i32> = coldstart_system::proc::own_children()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        })
+        .collect();
+    assert!(zombies.is_empty(), "orphans left unreaped: {zombies:?}");
+}
