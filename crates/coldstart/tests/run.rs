@@ -440,3 +440,43 @@ fn the_small_wrapper_documents_the_flags_of_coldstart_run() {
     }
     assert_eq!(help(&["--version"]), "coldstart-run 0.1.0\n");
 }
+
+/// The small wrapper carries its unwinder instead of loading libgcc_s.so.1
+/// in front of every program it starts (build.rs), wherever the C compiler
+/// has the static one: its dynamic section, as readelf shows it, asks for
+/// no libgcc_s, and it is still the stripped file its build links.
+#[test]
+fn the_small_wrapper_loads_no_unwinder_library() {
+    let static_unwinder = Command::new("cc")
+        .arg("-print-file-name=libgcc_eh.a")
+        .output()
+        .is_ok_and(|out| Path::new(String::from_utf8_lossy(&out.stdout).trim()).is_absolute());
+    if !static_unwinder {
+        coldstart_testkit::skip("the C compiler has no libgcc_eh.a to link the unwinder from");
+        return;
+    }
+    let wrapper = env!("CARGO_BIN_EXE_coldstart-run");
+    let dynamic = run_ok(Command::new("readelf").args(["--dynamic", "--wide", wrapper]));
+    let dynamic = String::from_utf8_lossy(&dynamic.stdout);
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(
+        needed.iter().any(|l| l.contains("libc.so")),
+        "readelf shows no NEEDED entries: {dynamic}"
+    );
+    assert!(
+        !needed.iter().any(|l| l.contains("libgcc_s")),
+        "coldstart-run still loads libgcc_s: {needed:#?}"
+    );
+    let symbols = run_ok(Command::new("readelf").args(["--section-headers", "--wide", wrapper]));
+    assert!(
+        !String::from_utf8_lossy(&symbols.stdout).contains(".symtab"),
+        "coldstart-run has a symbol table"
+    );
+    // And it runs: the status of what it starts passes through.
+    let status = Command::new(wrapper)
+        .args(["--plan", "/nonexistent.plan", "--", "sh", "-c", "exit 7"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(7));
+}
