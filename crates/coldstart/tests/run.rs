@@ -73,18 +73,7 @@ int main(int argc, char **argv) {
 "#;
 
 fn watcher(dir: &Path) -> PathBuf {
-    let source = dir.join("watcher.c");
-    std::fs::write(&source, WATCHER).unwrap();
-    let binary = dir.join("watcher");
-    let status = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("cc runs (apt-get install gcc)");
-    assert!(status.success());
-    binary
+    coldstart_testkit::build_c(dir, "watcher", WATCHER)
 }
 
 #[test]

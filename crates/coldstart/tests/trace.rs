@@ -94,20 +94,7 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Compiles a one-file C test program into `dir/name`.
-fn build_c(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let source = dir.join(format!("{name}.c"));
-    std::fs::write(&source, text).unwrap();
-    let binary = dir.join(name);
-    let status = Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .status()
-        .expect("cc runs (apt-get install gcc)");
-    assert!(status.success());
-    binary
-}
+use coldstart_testkit::build_c;
 
 fn extents_to_pages(extents: &Value) -> Vec<u64> {
     extents

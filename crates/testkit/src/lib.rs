@@ -179,6 +179,22 @@ pub fn copy_executable(from: &Path, to: &Path) {
     run_ok(std::process::Command::new("cp").arg("--").arg(from).arg(to));
 }
 
+/// Compiles the one-file C program `source` into `dir/name` (`cc -O1`);
+/// panics with the compiler's output when it fails.
+pub fn build_c(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
+    let file = dir.join(format!("{name}.c"));
+    std::fs::write(&file, source).expect("the C source is written");
+    let binary = dir.join(name);
+    run_ok(
+        std::process::Command::new("cc")
+            .arg("-O1")
+            .arg("-o")
+            .arg(&binary)
+            .arg(&file),
+    );
+    binary
+}
+
 /// Runs a command to the end and panics, with its output, unless it
 /// succeeded.
 pub fn run_ok(command: &mut std::process::Command) -> std::process::Output {
