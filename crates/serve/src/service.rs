@@ -91,6 +91,8 @@ struct Loaded {
     plan: Option<Arc<Plan>>,
     /// The plan's pages sampled at each exec, their file held open.
     sample: Option<Arc<start::CacheSample>>,
+    /// The executable is an ELF file (not a script), read when loaded.
+    elf: bool,
     inode: Inode,
     /// The first process of each start being followed.
     roots: Roots,
@@ -259,6 +261,8 @@ struct Seen {
     seen_ns: i64,
     /// The process then, when the executable is planned.
     before: Option<start::Before>,
+    /// What its exec was given, read then (planned ELF executables).
+    given: Option<start::Given>,
 }
 
 struct Service {
@@ -512,10 +516,17 @@ impl Service {
                 let seen_ns = monotonic_ns();
                 let Ok(meta) = file.metadata() else { return };
                 let inode = Inode::of(&meta);
-                if self.loaded.values().any(|l| l.inode == inode) {
+                let mut planned = self.loaded.values().filter(|l| l.inode == inode).peekable();
+                if planned.peek().is_some() {
+                    // First, while the exec may still be under way.
+                    let given = planned
+                        .all(|l| l.elf)
+                        .then(|| start::given_to_exec(pid, inode))
+                        .flatten();
                     execs.push(Seen {
                         seen_ns,
                         before: Some(start::Before::snapshot(pid)),
+                        given,
                         inode,
                         file,
                         pid,
@@ -549,6 +560,7 @@ impl Service {
                         execs.push(Seen {
                             seen_ns: monotonic_ns(),
                             before: None,
+                            given: None,
                             inode,
                             file,
                             pid,
@@ -702,10 +714,12 @@ impl Service {
             .as_deref()
             .and_then(start::CacheSample::of)
             .map(Arc::new);
+        let elf = start::is_elf(&program.exe);
         Ok(Some(Loaded {
             program,
             plan,
             sample,
+            elf,
             inode,
             roots: Arc::new(Mutex::new(Vec::new())),
             record_lock: Arc::new(Mutex::new(())),
@@ -727,7 +741,12 @@ impl Service {
                 None
             };
         };
-        let Seen { pid, seen_ns, .. } = seen;
+        let Seen {
+            pid,
+            seen_ns,
+            given,
+            ..
+        } = seen;
         let following = &self.following;
         // The programs of this executable, those for one class first: which
         // one the start is depends on its arguments, read once its exec
@@ -803,11 +822,13 @@ impl Service {
                     program: l.program.clone(),
                     plan: l.plan.clone(),
                     sample: l.sample.clone(),
+                    elf: l.elf,
                 })
                 .collect(),
             trace,
             planned: inode,
             before,
+            given,
             pid,
             seen_ns,
             hold_out_percent: self.options.hold_out_percent,

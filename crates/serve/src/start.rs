@@ -3,10 +3,12 @@
 //! 1. At the event, before the program runs, the share of the planned pages
 //!    of the plan's most planned file already cached is sampled: the start
 //!    is cold or not ([`CacheSample`]).
-//! 2. The exec completes: /proc/PID/exe names the executable and the new
-//!    environment is readable, so COLDSTART_SERVE=0 is seen however the
-//!    program was started. (fanotify tells of the exec while the old
-//!    program's memory, environment included, is still the process's.)
+//! 2. What the exec was given (its arguments, and its environment with
+//!    COLDSTART_SERVE=0 in it or not), read at the event from the memory
+//!    the process still has while its exec is under way ([`given_to_exec`]);
+//!    else, and for a script, once the exec completed: /proc/PID/exe names
+//!    the executable and the new environment is readable. (fanotify tells
+//!    of the exec while the old program's memory is still the process's.)
 //! 3. The start is served, held out at random, opted out, or not served
 //!    because memory is short or enough starts are being served.
 //! 4. A served start's plan is replayed on threads named like every
@@ -27,6 +29,7 @@ use coldstart_prefetch::replay::{
 use coldstart_record::attach::{Attached, AttachedEnd};
 use coldstart_system::cache;
 use coldstart_system::credentials::Credentials;
+use coldstart_system::exec_args;
 use coldstart_system::identity::Inode;
 use coldstart_system::launch::monotonic_ns;
 use coldstart_system::proc::{self, Usage};
@@ -72,6 +75,9 @@ pub struct Candidate {
     /// The plan's pages sampled at the exec; None without a plan, or when
     /// its file could not be opened.
     pub sample: Option<Arc<CacheSample>>,
+    /// The executable is an ELF file: its start's arguments are the ones
+    /// its exec is given (a script's interpreter is given others).
+    pub elf: bool,
 }
 
 impl Candidate {
@@ -92,6 +98,8 @@ pub struct StartContext {
     pub planned: Inode,
     /// The process as the event found it.
     pub before: Before,
+    /// What its exec was given, when it could be read at the event.
+    pub given: Option<Given>,
     pub pid: i32,
     /// The event was read, CLOCK_MONOTONIC.
     pub seen_ns: i64,
@@ -125,8 +133,13 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
         .iter()
         .map(|c| c.sample.as_deref().map_or(0.0, CacheSample::resident_share))
         .collect();
-    let opted_out = wait_for_exec(&context.before, context.planned, context.pid)?;
-    let argv = command_line(context.pid);
+    let (opted_out, argv) = match context.given.take() {
+        Some(Given { opted_out, argv }) => (opted_out, argv),
+        None => {
+            let opted_out = wait_for_exec(&context.before, context.planned, context.pid)?;
+            (opted_out, command_line(context.pid))
+        }
+    };
     let class = crate::learn::argument_class(&argv);
     let chosen = context
         .candidates
@@ -149,6 +162,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
         program,
         plan,
         sample,
+        ..
     } = context.candidates.swap_remove(index);
     let resident_share = shares[index];
     if !crate::learn::wants_trace(&program) {
@@ -169,9 +183,6 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             None
         }
     };
-    let exe = std::fs::read_link(exe_link(context.pid))
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| program.exe.display().to_string());
     let replay_stop = Arc::new(AtomicBool::new(false));
     let first_request_ns = Arc::new(AtomicI64::new(0));
     let replay = match (&plan, outcome) {
@@ -185,6 +196,10 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
     };
     let end = watch_tree(context.pid, context.seen_ns, &program, stopping);
     replay_stop.store(true, Ordering::Release);
+    // Once the exec completed (the start may have been decided before).
+    let exe = std::fs::read_link(exe_link(context.pid))
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| program.exe.display().to_string());
     // Off the start's way: a file replaced since (an upgrade) is sampled
     // anew from the next start on.
     if let Some(sample) = &sample {
@@ -365,6 +380,42 @@ impl Before {
 
 fn exe_link(pid: i32) -> std::path::PathBuf {
     std::path::PathBuf::from(format!("/proc/{pid}/exe"))
+}
+
+/// What a start's exec was given: whether it opts out, and its arguments.
+pub struct Given {
+    pub opted_out: bool,
+    pub argv: Vec<String>,
+}
+
+/// What the exec of `planned` by process `pid` was given, read from the
+/// process's memory while the exec is still under way ([`exec_args`]), at
+/// the event: the start is then decided without waiting for the exec to
+/// complete, which first reads the binary's headers and its interpreter's
+/// from the disk (1.0-1.7 ms of a cold Firefox start). The memory read is
+/// the old program's as long as the process's executable is not yet the
+/// planned file. `None` when that cannot be read surely (the exec completed
+/// already, the process runs the planned file itself, or it stayed on a
+/// CPU): the start then waits for the exec, as for a script, whose
+/// interpreter is given other arguments than its exec was.
+pub fn given_to_exec(pid: i32, planned: Inode) -> Option<Given> {
+    let args = exec_args::read(pid, || Inode::of_path(&exe_link(pid)) != Some(planned))?;
+    Some(Given {
+        opted_out: args.variable(OPT_OUT_VARIABLE) == Some(&b"0"[..]),
+        argv: args
+            .argv
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    })
+}
+
+/// Whether the file at `path` is an ELF file (its first four bytes).
+pub fn is_elf(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
+        && magic == *b"\x7fELF"
 }
 
 /// Waits until the exec completed and the new environment is readable;

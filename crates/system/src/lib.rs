@@ -23,6 +23,7 @@ pub mod cache;
 mod cgroup;
 pub mod credentials;
 pub mod eviction;
+pub mod exec_args;
 pub mod fanotify;
 pub mod filesystem;
 pub mod identity;

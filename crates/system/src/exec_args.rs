@@ -1,0 +1,235 @@
+//! What a process passed to the execve it is in: its arguments and its
+//! environment, read from the memory it had before the exec, while the
+//! exec is still under way.
+//!
+//! An exec event (fanotify's FAN_OPEN_EXEC) arrives as the kernel opens the
+//! new executable, about a millisecond before the exec completes on a cold
+//! disk (it still reads the binary's headers and its interpreter's). Until
+//! then the process keeps its old memory, and in it the argument and
+//! environment arrays it handed execve. /proc/PID/syscall names those
+//! arrays while the process waits in the syscall; /proc/PID/mem, opened
+//! while the old memory is the process's, reads that memory and no other
+//! (the file holds on to the memory it was opened on, and reads fail once
+//! the exec has torn it down). Anything less than sure is `None`: the
+//! process runs on a CPU at that moment, is in another syscall, or its exec
+//! already replaced its memory; the caller then waits for the exec.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+
+/// The system call numbers of execve and execveat, and which argument holds
+/// the argument array (the environment follows it), on this architecture.
+#[cfg(target_arch = "x86_64")]
+const EXEC_CALLS: [(i64, usize); 2] = [(59, 1), (322, 2)];
+#[cfg(target_arch = "aarch64")]
+const EXEC_CALLS: [(i64, usize); 2] = [(221, 1), (281, 2)];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const EXEC_CALLS: [(i64, usize); 0] = [];
+
+/// At most this many arguments or variables are read: the kernel takes at
+/// most a quarter of the stack limit of them, and a start with more is
+/// left to the wait.
+const MAX_STRINGS: usize = 8192;
+
+/// At most this many bytes of one argument or variable.
+const MAX_STRING: usize = 128 << 10;
+
+/// What the process passed to its exec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecArgs {
+    pub argv: Vec<Vec<u8>>,
+    pub envp: Vec<Vec<u8>>,
+}
+
+impl ExecArgs {
+    /// The value of environment variable `name`, if set (the first one,
+    /// as getenv finds it).
+    pub fn variable(&self, name: &str) -> Option<&[u8]> {
+        self.envp.iter().find_map(|entry| {
+            entry
+                .strip_prefix(name.as_bytes())
+                .and_then(|rest| rest.strip_prefix(b"="))
+        })
+    }
+}
+
+/// How long a process on a CPU is waited for to stop in its exec (it waits
+/// for the disk there) before its exec is left to complete.
+const RUNNING_WAIT: Duration = Duration::from_micros(250);
+
+/// The arguments and environment process `pid` passed to the exec it is in
+/// now. `old_memory` is asked once /proc/PID/mem is open, and again before
+/// each look at the system call: true while the process still has the
+/// memory it had before the exec (its executable is still the old one), so
+/// that the memory file was opened on that memory.
+pub fn read(pid: i32, old_memory: impl Fn() -> bool) -> Option<ExecArgs> {
+    let memory = File::open(format!("/proc/{pid}/mem")).ok()?;
+    let deadline = Instant::now() + RUNNING_WAIT;
+    let (number, args) = loop {
+        if !old_memory() {
+            return None;
+        }
+        // "running" while the process is on a CPU: only a process waiting
+        // in a system call shows which.
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+        if let Some(call) = parse_syscall(&call) {
+            break call;
+        }
+        if !call.starts_with("running") || Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_micros(20));
+    };
+    let &(_, argv_index) = EXEC_CALLS.iter().find(|(n, _)| *n == number)?;
+    let argv = read_strings(&memory, args[argv_index]).ok()?;
+    let envp = read_strings(&memory, args[argv_index + 1]).ok()?;
+    Some(ExecArgs { argv, envp })
+}
+
+/// The number and the six arguments of the system call a /proc/PID/syscall
+/// line shows; `None` for "running" or a task outside any system call
+/// ("-1 sp pc").
+fn parse_syscall(line: &str) -> Option<(i64, [u64; 6])> {
+    let mut fields = line.split_whitespace();
+    let number: i64 = fields.next()?.parse().ok()?;
+    if number < 0 {
+        return None;
+    }
+    let mut args = [0u64; 6];
+    for arg in &mut args {
+        *arg = u64::from_str_radix(fields.next()?.strip_prefix("0x")?, 16).ok()?;
+    }
+    Some((number, args))
+}
+
+/// The NUL-terminated strings of the NULL-terminated pointer array at
+/// `address` in `memory` (a null array is an empty one, as execve takes it).
+fn read_strings(memory: &impl FileExt, address: u64) -> io::Result<Vec<Vec<u8>>> {
+    let mut strings = Vec::new();
+    if address == 0 {
+        return Ok(strings);
+    }
+    let mut pointers = [0u8; 8 * 64];
+    let mut at = address;
+    loop {
+        // Up to the page's end at most: the array may end just before an
+        // unmapped page.
+        let to_page_end = (4096 - (at % 4096) as usize).min(pointers.len());
+        if to_page_end % 8 != 0 {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+        let pointers = &mut pointers[..to_page_end];
+        read_exact_at(memory, pointers, at)?;
+        for chunk in pointers.chunks_exact(8) {
+            let pointer = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+            if pointer == 0 {
+                return Ok(strings);
+            }
+            if strings.len() == MAX_STRINGS {
+                return Err(io::ErrorKind::InvalidData.into());
+            }
+            strings.push(read_string(memory, pointer)?);
+        }
+        at = at
+            .checked_add(to_page_end as u64)
+            .ok_or(io::ErrorKind::InvalidData)?;
+    }
+}
+
+/// The NUL-terminated string at `address`, read a page at most at a time
+/// (a read crossing into an unmapped page fails as a whole).
+fn read_string(memory: &impl FileExt, address: u64) -> io::Result<Vec<u8>> {
+    let mut string = Vec::new();
+    let mut at = address;
+    loop {
+        let to_page_end = 4096 - (at % 4096) as usize;
+        let mut buffer = vec![0u8; to_page_end];
+        read_exact_at(memory, &mut buffer, at)?;
+        if let Some(end) = buffer.iter().position(|&b| b == 0) {
+            string.extend_from_slice(&buffer[..end]);
+            return Ok(string);
+        }
+        string.extend_from_slice(&buffer);
+        if string.len() > MAX_STRING {
+            return Err(io::ErrorKind::InvalidData.into());
+        }
+        at += to_page_end as u64;
+    }
+}
+
+/// A whole read at `address`; /proc/PID/mem answers a read of memory that
+/// is gone (or an address beyond what an offset can say) with an error or
+/// a short count, both errors here.
+fn read_exact_at(memory: &impl FileExt, buffer: &mut [u8], address: u64) -> io::Result<()> {
+    if address > i64::MAX as u64 {
+        return Err(io::ErrorKind::InvalidData.into());
+    }
+    memory.read_exact_at(buffer, address)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_syscall_line_gives_its_number_and_arguments() {
+        let line = "59 0x55d0c0a0 0x7ffd10 0x7ffd50 0x0 0x8 0x1 0x7ffd00 0x7f00aa\n";
+        assert_eq!(
+            parse_syscall(line),
+            Some((59, [0x55d0c0a0, 0x7ffd10, 0x7ffd50, 0, 8, 1]))
+        );
+        assert_eq!(parse_syscall("running\n"), None);
+        assert_eq!(parse_syscall("-1 0x7ffd00 0x7f00aa\n"), None);
+        assert_eq!(parse_syscall("59 0x1 0x2\n"), None);
+    }
+
+    /// A fake memory: strings and pointer arrays laid out at known
+    /// addresses of a byte vector, read the way /proc/PID/mem is.
+    struct Memory(Vec<u8>);
+
+    impl FileExt for Memory {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let start = offset as usize;
+            if start >= self.0.len() {
+                return Err(io::ErrorKind::InvalidInput.into());
+            }
+            let n = buf.len().min(self.0.len() - start);
+            buf[..n].copy_from_slice(&self.0[start..start + n]);
+            Ok(n)
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<usize> {
+            Err(io::ErrorKind::Unsupported.into())
+        }
+    }
+
+    #[test]
+    fn pointer_arrays_and_strings_are_read_across_pages() {
+        let mut bytes = vec![0xaau8; 3 * 4096];
+        // A string that crosses the first page's end.
+        let long_at = 4096 - 3;
+        bytes[long_at..long_at + 7].copy_from_slice(b"abcdef\0");
+        let short_at = 5000;
+        bytes[short_at..short_at + 4].copy_from_slice(b"-x=\0");
+        let array_at = 8192;
+        for (i, pointer) in [long_at as u64, short_at as u64, 0].into_iter().enumerate() {
+            bytes[array_at + 8 * i..array_at + 8 * i + 8].copy_from_slice(&pointer.to_ne_bytes());
+        }
+        let memory = Memory(bytes);
+        assert_eq!(
+            read_strings(&memory, array_at as u64).unwrap(),
+            vec![b"abcdef".to_vec(), b"-x=".to_vec()]
+        );
+        assert!(read_strings(&memory, 0).unwrap().is_empty());
+        // An array or a string running off the memory is an error.
+        assert!(read_strings(&memory, 3 * 4096 - 8).is_err());
+        let args = ExecArgs {
+            argv: Vec::new(),
+            envp: vec![b"A=1".to_vec(), b"AB=2".to_vec(), b"A=3".to_vec()],
+        };
+        assert_eq!(args.variable("A"), Some(&b"1"[..]));
+        assert_eq!(args.variable("AB"), Some(&b"2"[..]));
+        assert_eq!(args.variable("B"), None);
+    }
+}
