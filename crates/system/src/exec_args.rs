@@ -106,56 +106,74 @@ fn parse_syscall(line: &str) -> Option<(i64, [u64; 6])> {
 
 /// The NUL-terminated strings of the NULL-terminated pointer array at
 /// `address` in `memory` (a null array is an empty one, as execve takes it).
+/// Each read of another process's memory costs some microseconds, and the
+/// strings of an array mostly share pages (on the caller's stack, or near
+/// each other on its heap): each page is read once, whole. Only the pages
+/// that hold the strings are read (a wider read could make the kernel fault
+/// in pages of the old program from the disk).
 fn read_strings(memory: &impl FileExt, address: u64) -> io::Result<Vec<Vec<u8>>> {
-    let mut strings = Vec::new();
+    let pointers = read_pointers(memory, address)?;
+    let mut pages: std::collections::HashMap<u64, Box<[u8; 4096]>> = Default::default();
+    pointers
+        .iter()
+        .map(|&pointer| {
+            let mut string = Vec::new();
+            let mut at = pointer;
+            loop {
+                let page_at = at - at % 4096;
+                let page = match pages.entry(page_at) {
+                    std::collections::hash_map::Entry::Occupied(page) => page.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        let mut page = Box::new([0u8; 4096]);
+                        read_exact_at(memory, &mut page[..], page_at)?;
+                        slot.insert(page)
+                    }
+                };
+                let rest = &page[(at - page_at) as usize..];
+                if let Some(end) = rest.iter().position(|&b| b == 0) {
+                    string.extend_from_slice(&rest[..end]);
+                    return Ok(string);
+                }
+                string.extend_from_slice(rest);
+                if string.len() > MAX_STRING {
+                    return Err(io::ErrorKind::InvalidData.into());
+                }
+                at = page_at + 4096;
+            }
+        })
+        .collect()
+}
+
+/// The pointers of the NULL-terminated array at `address`.
+fn read_pointers(memory: &impl FileExt, address: u64) -> io::Result<Vec<u64>> {
+    let mut pointers = Vec::new();
     if address == 0 {
-        return Ok(strings);
+        return Ok(pointers);
     }
-    let mut pointers = [0u8; 8 * 64];
+    let mut page = [0u8; 4096];
     let mut at = address;
     loop {
         // Up to the page's end at most: the array may end just before an
         // unmapped page.
-        let to_page_end = (4096 - (at % 4096) as usize).min(pointers.len());
-        if to_page_end % 8 != 0 {
+        let to_page_end = 4096 - (at % 4096) as usize;
+        if !to_page_end.is_multiple_of(8) {
             return Err(io::ErrorKind::InvalidData.into());
         }
-        let pointers = &mut pointers[..to_page_end];
-        read_exact_at(memory, pointers, at)?;
-        for chunk in pointers.chunks_exact(8) {
-            let pointer = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+        let chunk = &mut page[..to_page_end];
+        read_exact_at(memory, chunk, at)?;
+        for bytes in chunk.chunks_exact(8) {
+            let pointer = u64::from_ne_bytes(bytes.try_into().expect("8 bytes"));
             if pointer == 0 {
-                return Ok(strings);
+                return Ok(pointers);
             }
-            if strings.len() == MAX_STRINGS {
+            if pointers.len() == MAX_STRINGS {
                 return Err(io::ErrorKind::InvalidData.into());
             }
-            strings.push(read_string(memory, pointer)?);
+            pointers.push(pointer);
         }
         at = at
             .checked_add(to_page_end as u64)
             .ok_or(io::ErrorKind::InvalidData)?;
-    }
-}
-
-/// The NUL-terminated string at `address`, read a page at most at a time
-/// (a read crossing into an unmapped page fails as a whole).
-fn read_string(memory: &impl FileExt, address: u64) -> io::Result<Vec<u8>> {
-    let mut string = Vec::new();
-    let mut at = address;
-    loop {
-        let to_page_end = 4096 - (at % 4096) as usize;
-        let mut buffer = vec![0u8; to_page_end];
-        read_exact_at(memory, &mut buffer, at)?;
-        if let Some(end) = buffer.iter().position(|&b| b == 0) {
-            string.extend_from_slice(&buffer[..end]);
-            return Ok(string);
-        }
-        string.extend_from_slice(&buffer);
-        if string.len() > MAX_STRING {
-            return Err(io::ErrorKind::InvalidData.into());
-        }
-        at += to_page_end as u64;
     }
 }
 
