@@ -717,12 +717,7 @@ fn range_of(event: &coldstart_profile::PageEvent) -> (u64, u64) {
 /// Files that are not ELF (data files, caches) have no segments: the
 /// caller treats them as one read-only mapping.
 pub fn mappings_of(path: &Path, page_size: u64) -> Result<Vec<Mapping>, String> {
-    let mut magic = [0u8; 4];
-    let is_elf = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .is_ok()
-        && magic == *b"\x7fELF";
-    if !is_elf {
+    if !coldstart_system::build_id::is_elf_file(path) {
         return Ok(Vec::new());
     }
     let options = coldstart_binary::InspectOptions { page_size };

@@ -714,7 +714,7 @@ impl Service {
             .as_deref()
             .and_then(start::CacheSample::of)
             .map(Arc::new);
-        let elf = start::is_elf(&program.exe);
+        let elf = coldstart_system::build_id::is_elf_file(&program.exe);
         Ok(Some(Loaded {
             program,
             plan,

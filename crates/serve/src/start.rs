@@ -410,14 +410,6 @@ pub fn given_to_exec(pid: i32, planned: Inode) -> Option<Given> {
     })
 }
 
-/// Whether the file at `path` is an ELF file (its first four bytes).
-pub fn is_elf(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path).is_ok_and(|mut f| f.read_exact(&mut magic).is_ok())
-        && magic == *b"\x7fELF"
-}
-
 /// Waits until the exec completed and the new environment is readable;
 /// whether it opts out. The exec completed once /proc/PID/exe is the
 /// planned file (an executable; a parent running that same file, whose

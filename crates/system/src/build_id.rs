@@ -6,6 +6,14 @@ use crate::cache;
 use std::fs::File;
 use std::path::Path;
 
+/// Whether the file at `path` is an ELF file: its first four bytes, read
+/// plainly (the page is read from the disk when not cached).
+pub fn is_elf_file(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    File::open(path).is_ok_and(|mut f| std::io::Read::read_exact(&mut f, &mut magic).is_ok())
+        && magic == *b"\x7fELF"
+}
+
 /// The GNU build-id of an ELF file, as hex, read without disturbing the
 /// page cache: only from the ELF header and PT_NOTE segments, and only when
 /// the pages holding them are already resident (the traced program read
