@@ -67,13 +67,8 @@ impl TraceClock {
     }
 
     /// An instance whose clock is `mono` already.
-    pub fn mono() -> TraceClock {
+    fn mono() -> TraceClock {
         TraceClock { marks: None }
-    }
-
-    /// Whether the instance kept its `local` clock.
-    pub fn is_local(&self) -> bool {
-        self.marks.is_some()
     }
 
     /// Writes a mark (with tracing on). Without `mono`, a trace needs at
