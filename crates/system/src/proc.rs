@@ -50,20 +50,13 @@ pub fn parent_of(pid: i32) -> Option<i32> {
 
 /// The fourth field of a stat line (`pid (comm) state ppid ...`).
 fn parse_stat_ppid(stat: &str) -> Option<i32> {
-    stat_field_after_comm(stat, 1)
+    i32::try_from(parse_stat_field(stat, 4)?).ok()
 }
 
 /// The process group from /proc/PID/stat; zombies still have one.
 pub fn process_group_of(pid: i32) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat_field_after_comm(&stat, 2)
-}
-
-/// Field `n` (from 0) after comm of a stat line: state, ppid, pgrp, ...
-fn stat_field_after_comm(stat: &str, n: usize) -> Option<i32> {
-    // comm may contain spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(n)?.parse().ok()
+    i32::try_from(parse_stat_field(&stat, 5)?).ok()
 }
 
 /// The filesystem user and group ids and the supplementary groups of a
@@ -428,6 +421,7 @@ pub fn environment_start(pid: i32) -> Option<u64> {
 
 /// Field `n` (numbered from 1, as proc(5) does; from 3 on) of a stat line.
 fn parse_stat_field(stat: &str, n: usize) -> Option<u64> {
+    // comm may contain spaces and parentheses: fields start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
@@ -725,7 +719,7 @@ mod tests {
         assert_eq!(parse_stat_ppid("1 (init) S 0 1 1"), Some(0));
         assert_eq!(parse_stat_ppid("4242 no parenthesis"), None);
         assert_eq!(
-            stat_field_after_comm("4242 (my (odd) name) Z 77 4100 4242 0 -1 4194560", 2),
+            parse_stat_field("4242 (my (odd) name) Z 77 4100 4242 0 -1 4194560", 5),
             Some(4100)
         );
     }

@@ -228,9 +228,6 @@ impl ClockMap {
 
     /// `ts` on CLOCK_MONOTONIC.
     pub fn place(&self, ts: u64) -> u64 {
-        if *self == ClockMap::IDENTITY {
-            return ts;
-        }
         let since = ts as i64 - self.trace_at;
         let scaled = if self.rate == 1.0 {
             since
@@ -310,6 +307,10 @@ mod tests {
         let map = marked(vec![(0, 50)]).map(&[(7, 1), (0, 10)]).unwrap();
         assert_eq!(map.place(10), 50);
         assert_eq!(Placement::Mono.map(&[]).unwrap(), ClockMap::IDENTITY);
+        assert_eq!(
+            ClockMap::IDENTITY.place(1_796_514_370_920_059),
+            1_796_514_370_920_059
+        );
     }
 
     #[test]
