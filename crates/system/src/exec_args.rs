@@ -13,6 +13,10 @@
 //! the exec has torn it down). Anything less than sure is `None`: the
 //! process runs on a CPU at that moment, is in another syscall, or its exec
 //! already replaced its memory; the caller then waits for the exec.
+//!
+//! A script's exec starts its interpreter with other arguments: the ones
+//! [`Shebang::interpreter_argv`] makes of the script's "#!" line, as the
+//! kernel reads it, and of what the exec was given.
 
 use std::fs::File;
 use std::io;
@@ -39,6 +43,12 @@ const MAX_STRING: usize = 128 << 10;
 /// What the process passed to its exec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecArgs {
+    /// The name the kernel gives the new program (fs/exec.c, the bprm's
+    /// filename), which a script's interpreter is handed as the script's
+    /// path: the path execve or execveat was given, but for execveat of a
+    /// relative path from a directory descriptor N, `/dev/fd/N/path`
+    /// (`/dev/fd/N` for an empty path).
+    pub filename: Vec<u8>,
     pub argv: Vec<Vec<u8>>,
     pub envp: Vec<Vec<u8>>,
 }
@@ -83,9 +93,138 @@ pub fn read(pid: i32, old_memory: impl Fn() -> bool) -> Option<ExecArgs> {
         std::thread::sleep(Duration::from_micros(20));
     };
     let &(_, argv_index) = EXEC_CALLS.iter().find(|(n, _)| *n == number)?;
-    let argv = read_strings(&memory, args[argv_index]).ok()?;
-    let envp = read_strings(&memory, args[argv_index + 1]).ok()?;
-    Some(ExecArgs { argv, envp })
+    let path = args[argv_index - 1];
+    // execveat's directory descriptor, an int.
+    let dirfd = (argv_index == 2).then_some(args[0] as u32 as i32);
+    let argv = read_pointers(&memory, args[argv_index]).ok()?;
+    let envp = read_pointers(&memory, args[argv_index + 1]).ok()?;
+    let mut strings = read_strings_at(&memory, [path].iter().chain(&argv).chain(&envp)).ok()?;
+    let envp = strings.split_off(1 + argv.len());
+    let argv = strings.split_off(1);
+    let path = strings.pop()?;
+    Some(ExecArgs {
+        filename: kernel_filename(dirfd, path),
+        argv,
+        envp,
+    })
+}
+
+/// The name fs/exec.c gives a program exec'd by `path`, from directory
+/// descriptor `dirfd` for execveat (`None` for execve).
+fn kernel_filename(dirfd: Option<i32>, path: Vec<u8>) -> Vec<u8> {
+    match dirfd {
+        Some(fd) if fd != libc::AT_FDCWD && path.first() != Some(&b'/') => {
+            let mut name = format!("/dev/fd/{fd}").into_bytes();
+            if !path.is_empty() {
+                name.push(b'/');
+                name.extend_from_slice(&path);
+            }
+            name
+        }
+        _ => path,
+    }
+}
+
+/// Where a path a process `pid` names is seen from outside it: under its
+/// root directory when absolute, its working directory when relative, and
+/// `/dev/fd/N` as its descriptor N.
+pub fn seen_from_outside(pid: i32, path: &[u8]) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let (base, rest) = if let Some(rest) = path.strip_prefix(b"/dev/fd/") {
+        ("fd", rest)
+    } else if let Some(rest) = path.strip_prefix(b"/") {
+        ("root", rest)
+    } else {
+        ("cwd", path)
+    };
+    std::path::Path::new(&format!("/proc/{pid}/{base}")).join(std::ffi::OsStr::from_bytes(rest))
+}
+
+/// What the kernel reads of a file to find how to run it, and so the most
+/// of a script's "#!" line it reads (BINPRM_BUF_SIZE, linux/binfmts.h).
+pub const SCRIPT_HEAD: usize = 256;
+
+/// A script's "#!" line as the kernel reads it (fs/binfmt_script.c): the
+/// interpreter, and the rest of the line as its one optional argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shebang {
+    pub interpreter: Vec<u8>,
+    /// Spaces inside kept, as the kernel passes it.
+    pub argument: Option<Vec<u8>>,
+}
+
+impl Shebang {
+    /// The "#!" line of a script whose first bytes are `head` (the first
+    /// [`SCRIPT_HEAD`], or the whole file when shorter); `None` where the
+    /// kernel would not run it as a script (no "#!", no interpreter named,
+    /// or a line longer than the kernel reads, cut inside the interpreter).
+    pub fn parse(head: &[u8]) -> Option<Shebang> {
+        // The kernel reads into a zeroed buffer; its helpers take
+        // inclusive ranges, and a NUL ends its strings.
+        let mut buf = [0u8; SCRIPT_HEAD];
+        let n = head.len().min(SCRIPT_HEAD);
+        buf[..n].copy_from_slice(&head[..n]);
+        if !buf.starts_with(b"#!") {
+            return None;
+        }
+        let last = SCRIPT_HEAD - 1;
+        let newline = buf
+            .iter()
+            .take_while(|&&c| c != 0)
+            .position(|&c| c == b'\n');
+        let mut end = match newline {
+            Some(at) => at,
+            None => {
+                // No newline: the interpreter's name must end within what
+                // was read, else it may be cut.
+                let first = next_non_spacetab(&buf, 2, last)?;
+                next_terminator(&buf, first, last)?;
+                last
+            }
+        };
+        while spacetab(buf[end - 1]) {
+            end -= 1;
+        }
+        let name = next_non_spacetab(&buf, 2, end).filter(|&at| at != end)?;
+        let separator = next_terminator(&buf, name, end);
+        let argument = separator
+            .filter(|&at| buf[at] != 0)
+            .and_then(|at| next_non_spacetab(&buf, at, end));
+        buf[end] = 0;
+        if let (Some(_), Some(at)) = (argument, separator) {
+            buf[at] = 0;
+        }
+        let string = |at: usize| buf[at..].iter().take_while(|&&c| c != 0).copied().collect();
+        Some(Shebang {
+            interpreter: string(name),
+            argument: argument.map(string),
+        })
+    }
+
+    /// The arguments the interpreter starts with when the script is exec'd
+    /// as `args` says: its name, the line's argument, the script's name as
+    /// the kernel has it, then the exec's arguments but the first.
+    pub fn interpreter_argv(&self, args: &ExecArgs) -> Vec<Vec<u8>> {
+        let mut argv = vec![self.interpreter.clone()];
+        argv.extend(self.argument.clone());
+        argv.push(args.filename.clone());
+        argv.extend(args.argv.iter().skip(1).cloned());
+        argv
+    }
+}
+
+fn spacetab(c: u8) -> bool {
+    c == b' ' || c == b'\t'
+}
+
+/// The first index in `first..=last` that is not a space or a tab.
+fn next_non_spacetab(buf: &[u8], first: usize, last: usize) -> Option<usize> {
+    (first..=last).find(|&at| !spacetab(buf[at]))
+}
+
+/// The first index in `first..=last` that is a space, a tab or a NUL.
+fn next_terminator(buf: &[u8], first: usize, last: usize) -> Option<usize> {
+    (first..=last).find(|&at| spacetab(buf[at]) || buf[at] == 0)
 }
 
 /// The number and the six arguments of the system call a /proc/PID/syscall
@@ -104,18 +243,19 @@ fn parse_syscall(line: &str) -> Option<(i64, [u64; 6])> {
     Some((number, args))
 }
 
-/// The NUL-terminated strings of the NULL-terminated pointer array at
-/// `address` in `memory` (a null array is an empty one, as execve takes it).
-/// Each read of another process's memory costs some microseconds, and the
-/// strings of an array mostly share pages (on the caller's stack, or near
-/// each other on its heap): each page is read once, whole. Only the pages
-/// that hold the strings are read (a wider read could make the kernel fault
-/// in pages of the old program from the disk).
-fn read_strings(memory: &impl FileExt, address: u64) -> io::Result<Vec<Vec<u8>>> {
-    let pointers = read_pointers(memory, address)?;
+/// The NUL-terminated strings at `pointers` in `memory`. Each read of
+/// another process's memory costs some microseconds, and the strings an
+/// exec is given mostly share pages (on the caller's stack, or near each
+/// other on its heap): each page is read once, whole. Only the pages that
+/// hold the strings are read (a wider read could make the kernel fault in
+/// pages of the old program from the disk).
+fn read_strings_at<'a>(
+    memory: &impl FileExt,
+    pointers: impl IntoIterator<Item = &'a u64>,
+) -> io::Result<Vec<Vec<u8>>> {
     let mut pages: std::collections::HashMap<u64, Box<[u8; 4096]>> = Default::default();
     pointers
-        .iter()
+        .into_iter()
         .map(|&pointer| {
             let mut string = Vec::new();
             let mut at = pointer;
@@ -235,14 +375,19 @@ mod tests {
             bytes[array_at + 8 * i..array_at + 8 * i + 8].copy_from_slice(&pointer.to_ne_bytes());
         }
         let memory = Memory(bytes);
+        let strings = |address: u64| {
+            read_pointers(&memory, address).and_then(|p| read_strings_at(&memory, &p))
+        };
         assert_eq!(
-            read_strings(&memory, array_at as u64).unwrap(),
+            strings(array_at as u64).unwrap(),
             vec![b"abcdef".to_vec(), b"-x=".to_vec()]
         );
-        assert!(read_strings(&memory, 0).unwrap().is_empty());
+        assert!(strings(0).unwrap().is_empty());
         // An array or a string running off the memory is an error.
-        assert!(read_strings(&memory, 3 * 4096 - 8).is_err());
+        assert!(strings(3 * 4096 - 8).is_err());
+        assert!(read_strings_at(&memory, &[3 * 4096 - 1]).is_err());
         let args = ExecArgs {
+            filename: Vec::new(),
             argv: Vec::new(),
             envp: vec![b"A=1".to_vec(), b"AB=2".to_vec(), b"A=3".to_vec()],
         };
