@@ -264,8 +264,20 @@ fn start_program_with(
     options: &[&str],
     pages: &[u64],
 ) -> Vec<(u64, bool)> {
+    start_executable(s, &s.program, env, options, pages)
+}
+
+/// As [`start_program_with`], through `executable` (a script that runs
+/// the program).
+fn start_executable(
+    s: &Setup,
+    executable: &Path,
+    env: &[(&str, &str)],
+    options: &[&str],
+    pages: &[u64],
+) -> Vec<(u64, bool)> {
     evict(&s.data);
-    let mut command = Command::new(&s.program);
+    let mut command = Command::new(executable);
     command.arg(DELAY_MS).arg(&s.data);
     command.args(pages.iter().map(u64::to_string));
     command.args(options);
@@ -392,6 +404,51 @@ fn a_plain_start_is_served_and_an_opted_out_one_is_not() {
     // again, and with it the removed temporary directory around it.
     drop(service);
     drop(s.dir);
+}
+
+/// A program started through a shell script, as browsers and office
+/// suites are: the plan is the script's, and its start is served (its
+/// interpreter's arguments and environment read at the exec, or once the
+/// exec completed), opted out by the environment as a program's is.
+#[test]
+fn a_planned_scripts_start_is_served_and_an_opted_out_one_is_not() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let script = s.dir.path().join("served_start.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nexec {} \"$@\"\n", s.program.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    run_ok(
+        coldstart()
+            .args(["serve", "install"])
+            .arg(&s.plan)
+            .arg("--program")
+            .arg(&script)
+            .arg("--state")
+            .arg(&s.state)
+            .args(["--quiet-ms", "200"]),
+    );
+    let service = Service::start(&s.state, "0");
+
+    let record = start_executable(&s, &script, &[], &[], &[0, 5, 33, 20]);
+    assert_eq!(
+        record,
+        vec![(0, true), (5, true), (33, true), (20, false)],
+        "the service said:\n{}",
+        service.said()
+    );
+    let program = wait_for_starts(&s.state, 1);
+    assert_eq!(program["exe"], script.to_str().unwrap(), "{program}");
+    assert_eq!(program["starts_served"], 1, "{program}");
+
+    let opted_out = [("COLDSTART_SERVE", "0")];
+    let record = start_executable(&s, &script, &opted_out, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, false), (33, false)], "{}", service.said());
+    let program = wait_for_starts(&s.state, 2);
+    assert_eq!(program["starts_opted_out"], 1, "{program}");
 }
 
 #[test]

@@ -516,13 +516,21 @@ impl Service {
                 let seen_ns = monotonic_ns();
                 let Ok(meta) = file.metadata() else { return };
                 let inode = Inode::of(&meta);
-                let mut planned = self.loaded.values().filter(|l| l.inode == inode).peekable();
-                if planned.peek().is_some() {
+                let elf: Vec<bool> = self
+                    .loaded
+                    .values()
+                    .filter(|l| l.inode == inode)
+                    .map(|l| l.elf)
+                    .collect();
+                if !elf.is_empty() {
                     // First, while the exec may still be under way.
-                    let given = planned
-                        .all(|l| l.elf)
-                        .then(|| start::given_to_exec(pid, inode))
-                        .flatten();
+                    let given = if elf.iter().all(|&elf| elf) {
+                        start::given_to_exec(pid, inode)
+                    } else if elf.iter().all(|&elf| !elf) {
+                        start::given_to_script_exec(pid, inode, &file)
+                    } else {
+                        None
+                    };
                     execs.push(Seen {
                         seen_ns,
                         before: Some(start::Before::snapshot(pid)),
@@ -1167,6 +1175,9 @@ fn describe(exe: &Path, r: &StartRecord) -> String {
         ));
         if let Some(us) = r.first_request_us {
             line.push_str(&format!(", the first {us:.0} us after the exec"));
+        }
+        if r.decided_at_exec {
+            line.push_str(" (decided while the exec was under way)");
         }
         for skipped in &r.skipped_files {
             line.push_str(&format!("; skipped {skipped}"));

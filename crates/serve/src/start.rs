@@ -5,10 +5,12 @@
 //!    is cold or not ([`CacheSample`]).
 //! 2. What the exec was given (its arguments, and its environment with
 //!    COLDSTART_SERVE=0 in it or not), read at the event from the memory
-//!    the process still has while its exec is under way ([`given_to_exec`]);
-//!    else, and for a script, once the exec completed: /proc/PID/exe names
-//!    the executable and the new environment is readable. (fanotify tells
-//!    of the exec while the old program's memory is still the process's.)
+//!    the process still has while its exec is under way ([`given_to_exec`];
+//!    for a script, with the arguments its interpreter is given,
+//!    [`given_to_script_exec`]); else once the exec completed: /proc/PID/exe
+//!    names the executable and the new environment is readable. (fanotify
+//!    tells of the exec while the old program's memory is still the
+//!    process's.)
 //! 3. The start is served, held out at random, opted out, or not served
 //!    because memory is short or enough starts are being served.
 //! 4. A served start's plan is replayed on threads named like every
@@ -133,6 +135,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
         .iter()
         .map(|c| c.sample.as_deref().map_or(0.0, CacheSample::resident_share))
         .collect();
+    let decided_at_exec = context.given.is_some();
     let (opted_out, argv) = match context.given.take() {
         Some(Given { opted_out, argv }) => (opted_out, argv),
         None => {
@@ -245,6 +248,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             })
             .unwrap_or_default(),
         traced,
+        decided_at_exec,
     };
     Some(Followed::Start {
         index,
@@ -396,18 +400,50 @@ pub struct Given {
 /// the old program's as long as the process's executable is not yet the
 /// planned file. `None` when that cannot be read surely (the exec completed
 /// already, the process runs the planned file itself, or it stayed on a
-/// CPU): the start then waits for the exec, as for a script, whose
-/// interpreter is given other arguments than its exec was.
+/// CPU): the start then waits for the exec. A script's start is read by
+/// [`given_to_script_exec`].
 pub fn given_to_exec(pid: i32, planned: Inode) -> Option<Given> {
     let args = exec_args::read(pid, || Inode::of_path(&exe_link(pid)) != Some(planned))?;
-    Some(Given {
+    Some(given(&args, &args.argv))
+}
+
+/// What the exec of script `planned` (open as `script`) by process `pid`
+/// gives the script's interpreter, read at the event as for a program
+/// ([`given_to_exec`]): its arguments are made from the script's "#!" line
+/// and the exec's ([`exec_args::Shebang`]), the environment is the exec's.
+/// The memory read is the old program's as long as the process's
+/// executable is the one it ran at the event and not the interpreter.
+/// `None`, and the start waits for the exec, when the line names no
+/// program (a script's interpreter may be another script), the process
+/// already runs the interpreter, or the exec under way is not of this
+/// script (it runs a script whose interpreter this script is).
+pub fn given_to_script_exec(pid: i32, planned: Inode, script: &std::fs::File) -> Option<Given> {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; exec_args::SCRIPT_HEAD];
+    // The kernel has just read these bytes: they are cached.
+    let read = script.read_at(&mut head, 0).ok()?;
+    let shebang = exec_args::Shebang::parse(&head[..read])?;
+    let interpreter = exec_args::seen_from_outside(pid, &shebang.interpreter);
+    if !coldstart_system::build_id::is_elf_file(&interpreter) {
+        return None;
+    }
+    let interpreter = Inode::of_path(&interpreter)?;
+    let old = Inode::of_path(&exe_link(pid)).filter(|&old| old != interpreter)?;
+    let args = exec_args::read(pid, || Inode::of_path(&exe_link(pid)) == Some(old))?;
+    if Inode::of_path(&exec_args::seen_from_outside(pid, &args.filename)) != Some(planned) {
+        return None;
+    }
+    Some(given(&args, &shebang.interpreter_argv(&args)))
+}
+
+fn given(args: &exec_args::ExecArgs, argv: &[Vec<u8>]) -> Given {
+    Given {
         opted_out: args.variable(OPT_OUT_VARIABLE) == Some(&b"0"[..]),
-        argv: args
-            .argv
+        argv: argv
             .iter()
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect(),
-    })
+    }
 }
 
 /// Waits until the exec completed and the new environment is readable;

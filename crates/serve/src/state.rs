@@ -219,6 +219,10 @@ pub struct StartRecord {
     /// Whether the start was traced to learn or refine the plan.
     #[serde(default)]
     pub traced: bool,
+    /// Whether the start was decided from what its exec was given, read
+    /// while the exec was under way, rather than once it completed.
+    #[serde(default)]
+    pub decided_at_exec: bool,
 }
 
 /// starts.json.

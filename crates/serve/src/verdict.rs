@@ -118,6 +118,7 @@ mod tests {
             first_request_us: None,
             skipped_files: Vec::new(),
             traced: false,
+            decided_at_exec: false,
         }
     }
 

@@ -1,0 +1,145 @@
+//! A start of a planned script decided while its exec is under way: what
+//! its interpreter will be given, read from the process held at the
+//! execve's entry (PTRACE_SYSCALL), as the service finds a process at an
+//! exec event. The oracle is the interpreter itself, which prints the
+//! arguments the kernel gave it once the exec goes on.
+
+use coldstart_serve::start::given_to_script_exec;
+use coldstart_system::identity::Inode;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const PRINT_ARGS: &str = r#"
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) fwrite(argv[i], 1, strlen(argv[i]) + 1, stdout);
+    return 0;
+}
+"#;
+
+/// Stops under its parent's ptrace, then execs argv[1] with the rest of its
+/// arguments, opted out of the service.
+const EXECER: &str = r#"
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char *envp[] = {"COLDSTART_SERVE=0", 0};
+    if (argc < 2) return 2;
+    if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) return 3;
+    raise(SIGSTOP);
+    execve(argv[1], argv + 1, envp);
+    return 4;
+}
+"#;
+
+fn stopped(pid: i32) -> i32 {
+    let mut status = 0;
+    // SAFETY: waiting on our own traced child.
+    let waited = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+    assert_eq!(waited, pid);
+    assert!(libc::WIFSTOPPED(status), "not stopped: {status:#x}");
+    libc::WSTOPSIG(status)
+}
+
+fn script(path: &Path, line: &str) {
+    std::fs::write(path, format!("{line}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn inode(path: &Path) -> Inode {
+    Inode::of_path(path).unwrap()
+}
+
+/// Starts the execer on `argv` and holds it at its execve's entry; its
+/// child, to be let go with [`go_on`].
+fn held_at_exec(execer: &Path, argv: &[&str]) -> std::process::Child {
+    let child = Command::new(execer)
+        .args(argv)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    assert_eq!(stopped(pid), libc::SIGSTOP);
+    // SAFETY: ptrace requests on our own stopped tracee.
+    unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, 0) };
+    assert_eq!(stopped(pid), libc::SIGTRAP);
+    child
+}
+
+/// Lets the held process go on with its exec, untraced; what it printed,
+/// NUL-separated.
+fn go_on(child: std::process::Child) -> Vec<String> {
+    // SAFETY: detaching from our own tracee in its syscall stop.
+    unsafe { libc::ptrace(libc::PTRACE_DETACH, child.id() as i32, 0, 0) };
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let mut printed: Vec<String> = String::from_utf8(output.stdout)
+        .unwrap()
+        .split('\0')
+        .map(str::to_string)
+        .collect();
+    assert_eq!(printed.pop().as_deref(), Some(""));
+    printed
+}
+
+#[test]
+fn a_scripts_start_is_decided_with_what_its_interpreter_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let printer = coldstart_testkit::build_c(dir.path(), "printargs", PRINT_ARGS);
+    let execer = coldstart_testkit::build_c(dir.path(), "execer", EXECER);
+    let planned = dir.path().join("planned");
+    script(&planned, &format!("#!{} --from-line", printer.display()));
+    let path = planned.to_str().unwrap();
+
+    let child = held_at_exec(&execer, &[path, "--writer", "a file.odt"]);
+    let pid = child.id() as i32;
+    let file = std::fs::File::open(&planned).unwrap();
+    let given = given_to_script_exec(pid, inode(&planned), &file)
+        .expect("the start is decided at the exec");
+    assert!(given.opted_out);
+    // Not a start of another file planned: the exec is of this script.
+    assert!(given_to_script_exec(pid, inode(&printer), &file).is_none());
+    let printed = go_on(child);
+    assert_eq!(given.argv, printed);
+    assert_eq!(
+        printed[1..],
+        ["--from-line", path, "--writer", "a file.odt"].map(String::from)
+    );
+}
+
+#[test]
+fn a_script_run_through_another_script_is_left_to_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let printer = coldstart_testkit::build_c(dir.path(), "printargs", PRINT_ARGS);
+    let execer = coldstart_testkit::build_c(dir.path(), "execer", EXECER);
+    let inner = dir.path().join("inner");
+    script(&inner, &format!("#!{}", printer.display()));
+    let outer = dir.path().join("outer");
+    script(&outer, &format!("#!{}", inner.display()));
+
+    let child = held_at_exec(&execer, &[outer.to_str().unwrap(), "x"]);
+    let pid = child.id() as i32;
+    // The outer script's interpreter is a script: the interpreter the exec
+    // ends in is not the one its line names.
+    let file = std::fs::File::open(&outer).unwrap();
+    assert!(given_to_script_exec(pid, inode(&outer), &file).is_none());
+    // The inner script is opened as the outer one's interpreter, in an exec
+    // given the outer one.
+    let file = std::fs::File::open(&inner).unwrap();
+    assert!(given_to_script_exec(pid, inode(&inner), &file).is_none());
+    // What the kernel did: both lines' interpreters in front.
+    let printed = go_on(child);
+    assert_eq!(
+        printed,
+        [
+            printer.to_str().unwrap(),
+            inner.to_str().unwrap(),
+            outer.to_str().unwrap(),
+            "x"
+        ]
+        .map(String::from)
+    );
+}
