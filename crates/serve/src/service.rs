@@ -93,6 +93,8 @@ struct Loaded {
     sample: Option<Arc<start::CacheSample>>,
     /// The executable is an ELF file (not a script), read when loaded.
     elf: bool,
+    /// A script's interpreter, looked up when loaded and after each start.
+    interpreter: Arc<Mutex<Option<start::Interpreter>>>,
     inode: Inode,
     /// The first process of each start being followed.
     roots: Roots,
@@ -516,18 +518,15 @@ impl Service {
                 let seen_ns = monotonic_ns();
                 let Ok(meta) = file.metadata() else { return };
                 let inode = Inode::of(&meta);
-                let elf: Vec<bool> = self
-                    .loaded
-                    .values()
-                    .filter(|l| l.inode == inode)
-                    .map(|l| l.elf)
-                    .collect();
-                if !elf.is_empty() {
+                let planned: Vec<&Loaded> =
+                    self.loaded.values().filter(|l| l.inode == inode).collect();
+                if let Some(first) = planned.first() {
                     // First, while the exec may still be under way.
-                    let given = if elf.iter().all(|&elf| elf) {
+                    let given = if planned.iter().all(|l| l.elf) {
                         start::given_to_exec(pid, inode)
-                    } else if elf.iter().all(|&elf| !elf) {
-                        start::given_to_script_exec(pid, inode, &file)
+                    } else if planned.iter().all(|l| !l.elf) {
+                        let known = first.interpreter.lock().ok().and_then(|i| i.clone());
+                        start::given_to_script_exec(pid, inode, &file, known.as_ref())
                     } else {
                         None
                     };
@@ -723,11 +722,15 @@ impl Service {
             .and_then(start::CacheSample::of)
             .map(Arc::new);
         let elf = coldstart_system::build_id::is_elf_file(&program.exe);
+        let interpreter = (!elf)
+            .then(|| start::Interpreter::of_script(&program.exe))
+            .flatten();
         Ok(Some(Loaded {
             program,
             plan,
             sample,
             elf,
+            interpreter: Arc::new(Mutex::new(interpreter)),
             inode,
             roots: Arc::new(Mutex::new(Vec::new())),
             record_lock: Arc::new(Mutex::new(())),
@@ -830,7 +833,6 @@ impl Service {
                     program: l.program.clone(),
                     plan: l.plan.clone(),
                     sample: l.sample.clone(),
-                    elf: l.elf,
                 })
                 .collect(),
             trace,
@@ -855,6 +857,8 @@ impl Service {
         let max_plan_bytes = self.options.max_plan_bytes;
         let learning = self.options.learn;
         let min_read = self.options.learn_min_read_bytes;
+        // A script's interpreter, looked up again once the start is over.
+        let interpreter = (!candidates[0].elf).then(|| Arc::clone(&candidates[0].interpreter));
         let thread = std::thread::Builder::new()
             // The prefetcher's name from the start: a trace tells the
             // replay's reads from the program's by it, and the kernel gives
@@ -896,6 +900,12 @@ impl Service {
                         consider_learning(&state, &exe, &class, inode, &end, min_read, &thread_log);
                     }
                     _ => {}
+                }
+                if let Some(interpreter) = interpreter {
+                    let now = start::Interpreter::of_script(&exe);
+                    if let Ok(mut known) = interpreter.lock() {
+                        *known = now;
+                    }
                 }
                 if traced {
                     tracing.fetch_sub(1, Ordering::AcqRel);

@@ -37,6 +37,7 @@ use coldstart_system::launch::monotonic_ns;
 use coldstart_system::proc::{self, Usage};
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -77,9 +78,6 @@ pub struct Candidate {
     /// The plan's pages sampled at the exec; None without a plan, or when
     /// its file could not be opened.
     pub sample: Option<Arc<CacheSample>>,
-    /// The executable is an ELF file: its start's arguments are the ones
-    /// its exec is given (a script's interpreter is given others).
-    pub elf: bool,
 }
 
 impl Candidate {
@@ -407,28 +405,80 @@ pub fn given_to_exec(pid: i32, planned: Inode) -> Option<Given> {
     Some(given(&args, &args.argv))
 }
 
+/// The program a planned script's "#!" line names, looked up when the
+/// plan is loaded and again after each start: a start decided at its exec
+/// then does not wait for the interpreter's path lookup and first page,
+/// which a cold exec reads from the disk at that very moment (0.6-2.5 ms
+/// of a cold Chromium start's exec here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interpreter {
+    /// As the line names it.
+    pub named: Vec<u8>,
+    pub inode: Inode,
+    /// An ELF file: an exec of the script ends running it.
+    pub elf: bool,
+}
+
+impl Interpreter {
+    /// The interpreter the line of the script at `script` names now;
+    /// `None` for no line, or a name relative to the directory a start
+    /// runs in.
+    pub fn of_script(script: &std::path::Path) -> Option<Interpreter> {
+        let file = std::fs::File::open(script).ok()?;
+        let shebang = read_shebang(&file)?;
+        shebang.interpreter.starts_with(b"/").then_some(())?;
+        let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&shebang.interpreter));
+        Interpreter::at(&path, shebang.interpreter)
+    }
+
+    fn at(path: &std::path::Path, named: Vec<u8>) -> Option<Interpreter> {
+        Some(Interpreter {
+            inode: Inode::of_path(path)?,
+            elf: coldstart_system::build_id::is_elf_file(path),
+            named,
+        })
+    }
+}
+
+/// The "#!" line of the script open as `script`.
+fn read_shebang(script: &std::fs::File) -> Option<exec_args::Shebang> {
+    use std::os::unix::fs::FileExt;
+    let mut head = [0u8; exec_args::SCRIPT_HEAD];
+    let read = script.read_at(&mut head, 0).ok()?;
+    exec_args::Shebang::parse(&head[..read])
+}
+
 /// What the exec of script `planned` (open as `script`) by process `pid`
 /// gives the script's interpreter, read at the event as for a program
 /// ([`given_to_exec`]): its arguments are made from the script's "#!" line
 /// and the exec's ([`exec_args::Shebang`]), the environment is the exec's.
-/// The memory read is the old program's as long as the process's
-/// executable is the one it ran at the event and not the interpreter.
-/// `None`, and the start waits for the exec, when the line names no
-/// program (a script's interpreter may be another script), the process
-/// already runs the interpreter, or the exec under way is not of this
-/// script (it runs a script whose interpreter this script is).
-pub fn given_to_script_exec(pid: i32, planned: Inode, script: &std::fs::File) -> Option<Given> {
-    use std::os::unix::fs::FileExt;
-    let mut head = [0u8; exec_args::SCRIPT_HEAD];
-    // The kernel has just read these bytes: they are cached.
-    let read = script.read_at(&mut head, 0).ok()?;
-    let shebang = exec_args::Shebang::parse(&head[..read])?;
-    let interpreter = exec_args::seen_from_outside(pid, &shebang.interpreter);
-    if !coldstart_system::build_id::is_elf_file(&interpreter) {
+/// The line's interpreter is `known` when it names the same; else it is
+/// looked up now, as the process sees it. The memory read is the old
+/// program's as long as the process's executable is the one it ran at the
+/// event and not the interpreter. `None`, and the start waits for the exec,
+/// when the line names no ELF program (a script's interpreter may be
+/// another script), the process already runs the interpreter, or the exec
+/// under way is not of this script (it runs a script whose interpreter
+/// this script is).
+pub fn given_to_script_exec(
+    pid: i32,
+    planned: Inode,
+    script: &std::fs::File,
+    known: Option<&Interpreter>,
+) -> Option<Given> {
+    // The kernel has just read the line: it is cached.
+    let shebang = read_shebang(script)?;
+    let interpreter = match known.filter(|k| k.named == shebang.interpreter) {
+        Some(known) => known.clone(),
+        None => Interpreter::at(
+            &exec_args::seen_from_outside(pid, &shebang.interpreter),
+            shebang.interpreter.clone(),
+        )?,
+    };
+    if !interpreter.elf {
         return None;
     }
-    let interpreter = Inode::of_path(&interpreter)?;
-    let old = Inode::of_path(&exe_link(pid)).filter(|&old| old != interpreter)?;
+    let old = Inode::of_path(&exe_link(pid)).filter(|&old| old != interpreter.inode)?;
     let args = exec_args::read(pid, || Inode::of_path(&exe_link(pid)) == Some(old))?;
     if Inode::of_path(&exec_args::seen_from_outside(pid, &args.filename)) != Some(planned) {
         return None;

@@ -4,7 +4,7 @@
 //! exec event. The oracle is the interpreter itself, which prints the
 //! arguments the kernel gave it once the exec goes on.
 
-use coldstart_serve::start::given_to_script_exec;
+use coldstart_serve::start::{Interpreter, given_to_script_exec};
 use coldstart_system::identity::Inode;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -97,11 +97,24 @@ fn a_scripts_start_is_decided_with_what_its_interpreter_is_given() {
     let child = held_at_exec(&execer, &[path, "--writer", "a file.odt"]);
     let pid = child.id() as i32;
     let file = std::fs::File::open(&planned).unwrap();
-    let given = given_to_script_exec(pid, inode(&planned), &file)
+    let given = given_to_script_exec(pid, inode(&planned), &file, None)
         .expect("the start is decided at the exec");
     assert!(given.opted_out);
     // Not a start of another file planned: the exec is of this script.
-    assert!(given_to_script_exec(pid, inode(&printer), &file).is_none());
+    assert!(given_to_script_exec(pid, inode(&printer), &file, None).is_none());
+    // The interpreter as looked up when the plan was loaded gives the same.
+    let known = Interpreter::of_script(&planned).unwrap();
+    assert_eq!((known.inode, known.elf), (inode(&printer), true));
+    let with_known = given_to_script_exec(pid, inode(&planned), &file, Some(&known)).unwrap();
+    assert_eq!(with_known.argv, given.argv);
+    // One known for another name is not taken for it.
+    let other = Interpreter {
+        named: b"/bin/other".to_vec(),
+        elf: false,
+        ..known
+    };
+    let with_other = given_to_script_exec(pid, inode(&planned), &file, Some(&other)).unwrap();
+    assert_eq!(with_other.argv, given.argv);
     let printed = go_on(child);
     assert_eq!(given.argv, printed);
     assert_eq!(
@@ -125,11 +138,14 @@ fn a_script_run_through_another_script_is_left_to_the_wait() {
     // The outer script's interpreter is a script: the interpreter the exec
     // ends in is not the one its line names.
     let file = std::fs::File::open(&outer).unwrap();
-    assert!(given_to_script_exec(pid, inode(&outer), &file).is_none());
+    assert!(given_to_script_exec(pid, inode(&outer), &file, None).is_none());
+    let known = Interpreter::of_script(&outer).unwrap();
+    assert_eq!((known.inode, known.elf), (inode(&inner), false));
+    assert!(given_to_script_exec(pid, inode(&outer), &file, Some(&known)).is_none());
     // The inner script is opened as the outer one's interpreter, in an exec
     // given the outer one.
     let file = std::fs::File::open(&inner).unwrap();
-    assert!(given_to_script_exec(pid, inode(&inner), &file).is_none());
+    assert!(given_to_script_exec(pid, inode(&inner), &file, None).is_none());
     // What the kernel did: both lines' interpreters in front.
     let printed = go_on(child);
     assert_eq!(
