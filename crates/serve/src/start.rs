@@ -34,6 +34,7 @@ use coldstart_system::credentials::Credentials;
 use coldstart_system::exec_args;
 use coldstart_system::identity::Inode;
 use coldstart_system::launch::monotonic_ns;
+use coldstart_system::path_handle::{self, Symlinks};
 use coldstart_system::proc::{self, Usage};
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
@@ -355,12 +356,7 @@ impl CacheSample {
 /// `path` opened for reading as root, refusing symbolic links and
 /// anything but a regular file.
 fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use coldstart_system::path_handle::{PathHandle, Symlinks};
-    let handle = PathHandle::open(path, Symlinks::Refuse)?;
-    if !handle.metadata()?.is_file() {
-        return Err(std::io::ErrorKind::InvalidInput.into());
-    }
-    handle.open_for_reading()
+    coldstart_system::path_handle::open_regular(path, Symlinks::Refuse)
 }
 
 /// What the process was when the event was read: an exec in progress
@@ -420,21 +416,24 @@ pub struct Interpreter {
 }
 
 impl Interpreter {
-    /// The interpreter the line of the script at `script` names now;
-    /// `None` for no line, or a name relative to the directory a start
-    /// runs in.
+    /// The interpreter the line of the script at `script` names now
+    /// ([`Interpreter::named`]); `None` for no line.
     pub fn of_script(script: &std::path::Path) -> Option<Interpreter> {
-        let file = std::fs::File::open(script).ok()?;
-        let shebang = read_shebang(&file)?;
-        shebang.interpreter.starts_with(b"/").then_some(())?;
-        let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&shebang.interpreter));
-        Interpreter::at(&path, shebang.interpreter)
+        let file = path_handle::open_regular(script, Symlinks::Follow).ok()?;
+        Interpreter::named(read_shebang(&file)?.interpreter)
     }
 
-    fn at(path: &std::path::Path, named: Vec<u8>) -> Option<Interpreter> {
+    /// The program at `named`, as the service sees it; `None` for a name
+    /// relative to the directory a start runs in. A process in another
+    /// root directory may run another file of that name: its start is
+    /// still checked to be an exec of the planned script.
+    fn named(named: Vec<u8>) -> Option<Interpreter> {
+        named.starts_with(b"/").then_some(())?;
+        let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&named));
+        let handle = path_handle::PathHandle::open(&path, Symlinks::Follow).ok()?;
         Some(Interpreter {
-            inode: Inode::of_path(path)?,
-            elf: coldstart_system::build_id::is_elf_file(path),
+            inode: Inode::of(&handle.metadata().ok()?),
+            elf: coldstart_system::build_id::is_elf_file(&path),
             named,
         })
     }
@@ -453,7 +452,7 @@ fn read_shebang(script: &std::fs::File) -> Option<exec_args::Shebang> {
 /// ([`given_to_exec`]): its arguments are made from the script's "#!" line
 /// and the exec's ([`exec_args::Shebang`]), the environment is the exec's.
 /// The line's interpreter is `known` when it names the same; else it is
-/// looked up now, as the process sees it. The memory read is the old
+/// looked up now. The memory read is the old
 /// program's as long as the process's executable is the one it ran at the
 /// event and not the interpreter. `None`, and the start waits for the exec,
 /// when the line names no ELF program (a script's interpreter may be
@@ -470,10 +469,7 @@ pub fn given_to_script_exec(
     let shebang = read_shebang(script)?;
     let interpreter = match known.filter(|k| k.named == shebang.interpreter) {
         Some(known) => known.clone(),
-        None => Interpreter::at(
-            &exec_args::seen_from_outside(pid, &shebang.interpreter),
-            shebang.interpreter.clone(),
-        )?,
+        None => Interpreter::named(shebang.interpreter.clone())?,
     };
     if !interpreter.elf {
         return None;

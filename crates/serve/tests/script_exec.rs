@@ -159,3 +159,32 @@ fn a_script_run_through_another_script_is_left_to_the_wait() {
         .map(String::from)
     );
 }
+
+/// A script's owner may name anything on its line: a FIFO named there is
+/// never opened (it would block the service's loop for ever), and the
+/// start is left to the wait.
+#[test]
+fn a_line_naming_a_fifo_blocks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let planned = dir.path().join("planned");
+    script(&planned, &format!("#!{}", fifo.display()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let looked_up = planned.clone();
+    std::thread::spawn(move || {
+        let known = Interpreter::of_script(&looked_up);
+        let file = std::fs::File::open(&looked_up).unwrap();
+        // This process, not in an exec: the line is looked at first.
+        let given = given_to_script_exec(std::process::id() as i32, inode(&looked_up), &file, None);
+        tx.send((known, given.is_none())).unwrap();
+    });
+    let (known, none) = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("looking the line's FIFO up blocked");
+    let known = known.unwrap();
+    assert_eq!((known.inode, known.elf), (inode(&fifo), false));
+    assert!(none);
+}

@@ -3,14 +3,18 @@
 //! that a file is still the build the plan was made from.
 
 use crate::cache;
+use crate::path_handle::{self, Symlinks};
 use std::fs::File;
 use std::path::Path;
 
 /// Whether the file at `path` is an ELF file: its first four bytes, read
-/// plainly (the page is read from the disk when not cached).
+/// plainly (the page is read from the disk when not cached). Only a regular
+/// file is opened ([`path_handle::open_regular`]): a FIFO put where a
+/// program was never blocks the caller.
 pub fn is_elf_file(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    File::open(path).is_ok_and(|mut f| std::io::Read::read_exact(&mut f, &mut magic).is_ok())
+    path_handle::open_regular(path, Symlinks::Follow)
+        .is_ok_and(|mut f| std::io::Read::read_exact(&mut f, &mut magic).is_ok())
         && magic == *b"\x7fELF"
 }
 
@@ -91,4 +95,40 @@ fn build_id_of<H: object::read::elf::FileHeader<Endian = object::Endianness>>(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The answer of `is_elf_file(path)`, or `None` when it did not come
+    /// within 5 s (the call blocked).
+    fn answer_of(path: &Path) -> Option<bool> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || tx.send(is_elf_file(&path)));
+        rx.recv_timeout(Duration::from_secs(5)).ok()
+    }
+
+    #[test]
+    fn only_a_regular_file_that_starts_as_elf_is_one_and_nothing_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // Opened for reading, a FIFO with no writer would block for ever.
+        assert_eq!(answer_of(&fifo), Some(false));
+        assert_eq!(answer_of(Path::new("/dev/null")), Some(false));
+        assert_eq!(answer_of(dir.path()), Some(false));
+        let elf = dir.path().join("elf");
+        std::fs::write(&elf, b"\x7fELF\x02\x01").unwrap();
+        assert_eq!(answer_of(&elf), Some(true));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&elf, &link).unwrap();
+        assert_eq!(answer_of(&link), Some(true));
+        std::fs::write(&elf, b"#!/bin/sh\n").unwrap();
+        assert_eq!(answer_of(&elf), Some(false));
+    }
 }

@@ -125,6 +125,20 @@ fn open_path(path: &Path, extra: OFlags, symlinks: Symlinks) -> io::Result<PathH
     })
 }
 
+/// The regular file at `path`, opened for reading ([`PathHandle`]: a FIFO,
+/// device or socket found there is never opened, so nothing blocks on it);
+/// anything else is an InvalidInput error.
+pub fn open_regular(path: &Path, symlinks: Symlinks) -> io::Result<File> {
+    let handle = PathHandle::open(path, symlinks)?;
+    if !handle.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    handle.open_for_reading()
+}
+
 /// Whether an error of [`PathHandle::open`] with [`Symlinks::Refuse`] says
 /// the path went through a symbolic link.
 pub fn is_symlink_refusal(error: &io::Error) -> bool {
