@@ -185,7 +185,8 @@ def main():
               f"{r['served_read'] / r['touched']:.2f} ({r['service_read'] / r['touched']:.2f}) | "
               f"{r['wrapped_read'] / r['touched']:.2f} | "
               f"{s.get('starts_served', 0)} of {s.get('starts_seen', 0)} | "
-              f"{'-' if first is None else f'{first / 1000:.2f} ms'} | "
+              f"{'-' if first is None else f'{first / 1000:.2f} ms'} "
+              f"({s.get('starts_decided_at_exec', 0)} decided at the exec) | "
               f"{s.get('plan_bytes', 0) / mib:.1f} / {r['touched'] / mib:.1f} |")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -443,6 +443,11 @@ fn a_planned_scripts_start_is_served_and_an_opted_out_one_is_not() {
     let program = wait_for_starts(&s.state, 1);
     assert_eq!(program["exe"], script.to_str().unwrap(), "{program}");
     assert_eq!(program["starts_served"], 1, "{program}");
+    // Decided at the exec or once it completed, as the race went.
+    assert!(
+        matches!(program["starts_decided_at_exec"].as_u64(), Some(0 | 1)),
+        "{program}"
+    );
 
     let opted_out = [("COLDSTART_SERVE", "0")];
     let record = start_executable(&s, &script, &opted_out, &[], &[0, 33]);

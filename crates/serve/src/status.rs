@@ -53,6 +53,9 @@ pub struct ProgramStatus {
     pub median_end_ms_held_out: Option<f64>,
     /// Median delay from the exec to the replay's first request, us.
     pub median_first_request_us: Option<f64>,
+    /// Starts decided while their exec was under way, from what it was
+    /// given, rather than once it completed.
+    pub starts_decided_at_exec: usize,
     /// Served against held-out cold starts.
     pub gain: Gain,
 }
@@ -123,6 +126,7 @@ pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
             median_end_ms_served: median(cold_ends(Outcome::Served)),
             median_end_ms_held_out: median(cold_ends(Outcome::HeldOut)),
             median_first_request_us: median(first),
+            starts_decided_at_exec: starts.iter().filter(|s| s.decided_at_exec).count(),
             gain: verdict::gain(&starts),
         });
     }

@@ -177,5 +177,11 @@ fn render_program(p: &ProgramStatus) -> String {
             "  first request after the exec: {us:.0} us (median)\n"
         ));
     }
+    if p.starts_decided_at_exec > 0 {
+        out.push_str(&format!(
+            "  decided while the exec was under way: {} of {} starts\n",
+            p.starts_decided_at_exec, p.starts_seen
+        ));
+    }
     out
 }
