@@ -456,9 +456,10 @@ fn read_shebang(script: &std::fs::File) -> Option<exec_args::Shebang> {
 /// program's as long as the process's executable is the one it ran at the
 /// event and not the interpreter. `None`, and the start waits for the exec,
 /// when the line names no ELF program (a script's interpreter may be
-/// another script), the process already runs the interpreter, or the exec
+/// another script), the process already runs the interpreter, the exec
 /// under way is not of this script (it runs a script whose interpreter
-/// this script is).
+/// this script is), or it will fail (the script given by a descriptor
+/// closed at the exec, which its interpreter cannot open).
 pub fn given_to_script_exec(
     pid: i32,
     planned: Inode,
@@ -477,6 +478,12 @@ pub fn given_to_script_exec(
     let old = Inode::of_path(&exe_link(pid)).filter(|&old| old != interpreter.inode)?;
     let args = exec_args::read(pid, || Inode::of_path(&exe_link(pid)) == Some(old))?;
     if Inode::of_path(&exec_args::seen_from_outside(pid, &args.filename)) != Some(planned) {
+        return None;
+    }
+    // A script exec'd from a descriptor closed at the exec fails.
+    if let Some(fd) = args.from_descriptor
+        && exec_args::closes_on_exec(pid, fd) != Some(false)
+    {
         return None;
     }
     Some(given(&args, &shebang.interpreter_argv(&args)))

@@ -35,6 +35,29 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The same through execveat, from a descriptor of directory argv[1]
+/// opened close-on-exec when argv[2] is "cloexec", of file argv[3].
+const EXECAT: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char *envp[] = {"COLDSTART_SERVE=1", 0};
+    if (argc < 4) return 2;
+    int flags = O_RDONLY | O_DIRECTORY | (strcmp(argv[2], "cloexec") == 0 ? O_CLOEXEC : 0);
+    int dir = open(argv[1], flags);
+    if (dir < 0) return 5;
+    if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) return 3;
+    raise(SIGSTOP);
+    syscall(SYS_execveat, dir, argv[3], argv + 3, envp, 0);
+    return 4;
+}
+"#;
+
 fn stopped(pid: i32) -> i32 {
     let mut status = 0;
     // SAFETY: waiting on our own traced child.
@@ -187,4 +210,34 @@ fn a_line_naming_a_fifo_blocks_nothing() {
     let known = known.unwrap();
     assert_eq!((known.inode, known.elf), (inode(&fifo), false));
     assert!(none);
+}
+
+/// A script exec'd from a directory descriptor: decided at the exec with
+/// the name its interpreter is given (/dev/fd/N/script), unless the
+/// descriptor is closed at the exec, when the kernel fails the exec.
+#[test]
+fn a_script_exec_from_a_descriptor_is_decided_unless_it_will_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let printer = coldstart_testkit::build_c(dir.path(), "printargs", PRINT_ARGS);
+    let execat = coldstart_testkit::build_c(dir.path(), "execat", EXECAT);
+    let planned = dir.path().join("planned");
+    script(&planned, &format!("#!{}", printer.display()));
+    let file = std::fs::File::open(&planned).unwrap();
+    let directory = dir.path().to_str().unwrap();
+
+    let child = held_at_exec(&execat, &[directory, "keep", "planned", "x"]);
+    let given = given_to_script_exec(child.id() as i32, inode(&planned), &file, None)
+        .expect("decided at the exec");
+    assert!(!given.opted_out);
+    let printed = go_on(child);
+    assert_eq!(given.argv, printed);
+    assert!(printed[1].starts_with("/dev/fd/"), "{printed:?}");
+
+    let child = held_at_exec(&execat, &[directory, "cloexec", "planned", "x"]);
+    assert!(given_to_script_exec(child.id() as i32, inode(&planned), &file, None).is_none());
+    // SAFETY: detaching from our own tracee in its syscall stop.
+    unsafe { libc::ptrace(libc::PTRACE_DETACH, child.id() as i32, 0, 0) };
+    let output = child.wait_with_output().unwrap();
+    // The exec failed: the execer went on to its own exit status.
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
 }

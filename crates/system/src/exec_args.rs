@@ -49,6 +49,8 @@ pub struct ExecArgs {
     /// relative path from a directory descriptor N, `/dev/fd/N/path`
     /// (`/dev/fd/N` for an empty path).
     pub filename: Vec<u8>,
+    /// The descriptor N of a `/dev/fd/N...` filename the kernel made.
+    pub from_descriptor: Option<i32>,
     pub argv: Vec<Vec<u8>>,
     pub envp: Vec<Vec<u8>>,
 }
@@ -102,27 +104,37 @@ pub fn read(pid: i32, old_memory: impl Fn() -> bool) -> Option<ExecArgs> {
     let envp = strings.split_off(1 + argv.len());
     let argv = strings.split_off(1);
     let path = strings.pop()?;
+    let from_descriptor = dirfd.filter(|&fd| fd != libc::AT_FDCWD && path.first() != Some(&b'/'));
     Some(ExecArgs {
-        filename: kernel_filename(dirfd, path),
+        filename: kernel_filename(from_descriptor, path),
+        from_descriptor,
         argv,
         envp,
     })
 }
 
-/// The name fs/exec.c gives a program exec'd by `path`, from directory
-/// descriptor `dirfd` for execveat (`None` for execve).
-fn kernel_filename(dirfd: Option<i32>, path: Vec<u8>) -> Vec<u8> {
-    match dirfd {
-        Some(fd) if fd != libc::AT_FDCWD && path.first() != Some(&b'/') => {
-            let mut name = format!("/dev/fd/{fd}").into_bytes();
-            if !path.is_empty() {
-                name.push(b'/');
-                name.extend_from_slice(&path);
-            }
-            name
-        }
-        _ => path,
+/// The name fs/exec.c gives a program exec'd by `path`, relative to
+/// descriptor `from` when execveat was given one and a relative path.
+fn kernel_filename(from: Option<i32>, path: Vec<u8>) -> Vec<u8> {
+    let Some(fd) = from else { return path };
+    let mut name = format!("/dev/fd/{fd}").into_bytes();
+    if !path.is_empty() {
+        name.push(b'/');
+        name.extend_from_slice(&path);
     }
+    name
+}
+
+/// Whether descriptor `fd` of process `pid` is closed at an exec: a script
+/// exec'd from one cannot be opened by its interpreter, and the kernel
+/// fails the exec (fs/binfmt_script.c). `None` when that cannot be read.
+pub fn closes_on_exec(pid: i32, fd: i32) -> Option<bool> {
+    let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    let flags = info
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .and_then(|octal| u64::from_str_radix(octal.trim(), 8).ok())?;
+    Some(flags & libc::O_CLOEXEC as u64 != 0)
 }
 
 /// Where a path a process `pid` names is seen from outside it: under its
@@ -388,6 +400,7 @@ mod tests {
         assert!(read_strings_at(&memory, &[3 * 4096 - 1]).is_err());
         let args = ExecArgs {
             filename: Vec::new(),
+            from_descriptor: None,
             argv: Vec::new(),
             envp: vec![b"A=1".to_vec(), b"AB=2".to_vec(), b"A=3".to_vec()],
         };

@@ -167,6 +167,7 @@ fn a_scripts_interpreter_is_given_what_the_kernel_gives_it() {
         assert!(output.status.success(), "{contents_shown:?}: {output:?}");
         let exec = ExecArgs {
             filename: argv[0].to_vec(),
+            from_descriptor: None,
             argv: argv.iter().map(|a| a.to_vec()).collect(),
             envp: Vec::new(),
         };
@@ -241,6 +242,11 @@ fn a_scripts_exec_under_way_gives_its_interpreters_arguments() {
         .strip_prefix("/dev/fd/")
         .and_then(|rest| rest.strip_suffix("/script"))
         .unwrap_or_else(|| panic!("{fd_name}"));
+    assert_eq!(args.from_descriptor, descriptor.parse().ok());
+    assert_eq!(
+        exec_args::closes_on_exec(pid, args.from_descriptor.unwrap()),
+        Some(false)
+    );
     // The name, seen from outside the process, is the script.
     let outside = exec_args::seen_from_outside(pid, &args.filename);
     assert_eq!(
