@@ -456,6 +456,50 @@ fn a_planned_scripts_start_is_served_and_an_opted_out_one_is_not() {
     assert_eq!(program["starts_opted_out"], 1, "{program}");
 }
 
+/// The median first request is of cold starts: a start that found half
+/// the plan cached asks first for the rest, later, and is not counted.
+#[test]
+fn the_median_first_request_is_of_cold_starts() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    let service = Service::start(&s.state, "0");
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, true), (33, true)], "{}", service.said());
+    let program = wait_for_starts(&s.state, 1);
+    let cold = program["median_first_request_us"].as_f64();
+    assert!(cold.is_some(), "{program}");
+
+    // Half the planned pages cached, the sampled ones among them.
+    evict(&s.data);
+    let data = std::fs::File::open(&s.data).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain fadvise on our own descriptor: no readahead around the
+    // pages read.
+    let rc = unsafe { libc::posix_fadvise(data.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(rc, 0);
+    let mut page = vec![0u8; page_size() as usize];
+    for index in PLANNED[0].0..PLANNED[0].0 + PLANNED[0].1 {
+        use std::os::unix::fs::FileExt;
+        data.read_exact_at(&mut page, index * page_size()).unwrap();
+    }
+    assert_eq!(resident_pages(&s.data), (0..8).collect::<Vec<u64>>());
+    let mut command = Command::new(&s.program);
+    command.arg(DELAY_MS).arg(&s.data).args(["0", "33"]);
+    let output = run_with_deadline(&mut command, Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("page 33 resident"));
+    let program = wait_for_starts(&s.state, 2);
+    assert_eq!(program["starts_served"], 2, "{program}");
+    // Its replay asked for pages 32-39 (the service's line says when).
+    service.wait_for_nth("the first", 2);
+    assert_eq!(
+        program["median_first_request_us"].as_f64(),
+        cold,
+        "{program}\n{}",
+        service.said()
+    );
+}
+
 #[test]
 fn held_out_starts_are_not_served_and_counted() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());

@@ -51,7 +51,8 @@ pub struct ProgramStatus {
     /// Median time to the end of a cold served / held-out start, ms.
     pub median_end_ms_served: Option<f64>,
     pub median_end_ms_held_out: Option<f64>,
-    /// Median delay from the exec to the replay's first request, us.
+    /// Median delay from the exec to the replay's first request in a cold
+    /// served start, us.
     pub median_first_request_us: Option<f64>,
     /// Starts decided while their exec was under way, from what it was
     /// given, rather than once it completed.
@@ -98,7 +99,13 @@ pub fn status(dir: &std::path::Path) -> Result<Status, StateError> {
                 .map(|s| s.end_ms)
                 .collect()
         };
-        let first: Vec<f64> = starts.iter().filter_map(|s| s.first_request_us).collect();
+        // Cold starts only: a start that found most of the plan cached
+        // asks first for the first extent that was not, later on.
+        let first: Vec<f64> = starts
+            .iter()
+            .filter(|s| s.resident_share < verdict::COLD_BELOW)
+            .filter_map(|s| s.first_request_us)
+            .collect();
         let state_name = match (&plan, program.state) {
             (Err(_), ProgramState::Serving) => "refused".to_string(),
             (_, s) => s.as_str().to_string(),

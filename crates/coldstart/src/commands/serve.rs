@@ -174,7 +174,7 @@ fn render_program(p: &ProgramStatus) -> String {
     ));
     if let Some(us) = p.median_first_request_us {
         out.push_str(&format!(
-            "  first request after the exec: {us:.0} us (median)\n"
+            "  first request after the exec: {us:.0} us (median of cold starts)\n"
         ));
     }
     if p.starts_decided_at_exec > 0 {
