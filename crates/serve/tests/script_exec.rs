@@ -6,106 +6,27 @@
 
 use coldstart_serve::start::{Interpreter, given_to_script_exec};
 use coldstart_system::identity::Inode;
-use std::os::unix::fs::PermissionsExt;
+use coldstart_testkit::held_exec::{
+    EXECAT, EXECER, PRINT_ARGS, go_on, held_at_exec, printed_args, write_script,
+};
 use std::path::Path;
-use std::process::{Command, Stdio};
-
-const PRINT_ARGS: &str = r#"
-#include <stdio.h>
-#include <string.h>
-int main(int argc, char **argv) {
-    for (int i = 0; i < argc; i++) fwrite(argv[i], 1, strlen(argv[i]) + 1, stdout);
-    return 0;
-}
-"#;
-
-/// Stops under its parent's ptrace, then execs argv[1] with the rest of its
-/// arguments, opted out of the service.
-const EXECER: &str = r#"
-#include <signal.h>
-#include <sys/ptrace.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    char *envp[] = {"COLDSTART_SERVE=0", 0};
-    if (argc < 2) return 2;
-    if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) return 3;
-    raise(SIGSTOP);
-    execve(argv[1], argv + 1, envp);
-    return 4;
-}
-"#;
-
-/// The same through execveat, from a descriptor of directory argv[1]
-/// opened close-on-exec when argv[2] is "cloexec", of file argv[3].
-const EXECAT: &str = r#"
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <signal.h>
-#include <string.h>
-#include <sys/ptrace.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    char *envp[] = {"COLDSTART_SERVE=1", 0};
-    if (argc < 4) return 2;
-    int flags = O_RDONLY | O_DIRECTORY | (strcmp(argv[2], "cloexec") == 0 ? O_CLOEXEC : 0);
-    int dir = open(argv[1], flags);
-    if (dir < 0) return 5;
-    if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) return 3;
-    raise(SIGSTOP);
-    syscall(SYS_execveat, dir, argv[3], argv + 3, envp, 0);
-    return 4;
-}
-"#;
-
-fn stopped(pid: i32) -> i32 {
-    let mut status = 0;
-    // SAFETY: waiting on our own traced child.
-    let waited = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
-    assert_eq!(waited, pid);
-    assert!(libc::WIFSTOPPED(status), "not stopped: {status:#x}");
-    libc::WSTOPSIG(status)
-}
 
 fn script(path: &Path, line: &str) {
-    std::fs::write(path, format!("{line}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_script(path, format!("{line}\n").as_bytes());
 }
 
 fn inode(path: &Path) -> Inode {
     Inode::of_path(path).unwrap()
 }
 
-/// Starts the execer on `argv` and holds it at its execve's entry; its
-/// child, to be let go with [`go_on`].
-fn held_at_exec(execer: &Path, argv: &[&str]) -> std::process::Child {
-    let child = Command::new(execer)
-        .args(argv)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    assert_eq!(stopped(pid), libc::SIGSTOP);
-    // SAFETY: ptrace requests on our own stopped tracee.
-    unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, 0) };
-    assert_eq!(stopped(pid), libc::SIGTRAP);
-    child
-}
-
-/// Lets the held process go on with its exec, untraced; what it printed,
-/// NUL-separated.
-fn go_on(child: std::process::Child) -> Vec<String> {
-    // SAFETY: detaching from our own tracee in its syscall stop.
-    unsafe { libc::ptrace(libc::PTRACE_DETACH, child.id() as i32, 0, 0) };
-    let output = child.wait_with_output().unwrap();
+/// Lets the held process go on with its exec, untraced; what it printed.
+fn printed(child: std::process::Child) -> Vec<String> {
+    let output = go_on(child);
     assert!(output.status.success(), "{output:?}");
-    let mut printed: Vec<String> = String::from_utf8(output.stdout)
-        .unwrap()
-        .split('\0')
-        .map(str::to_string)
-        .collect();
-    assert_eq!(printed.pop().as_deref(), Some(""));
-    printed
+    printed_args(&output.stdout)
+        .into_iter()
+        .map(|a| String::from_utf8(a).unwrap())
+        .collect()
 }
 
 #[test]
@@ -138,7 +59,7 @@ fn a_scripts_start_is_decided_with_what_its_interpreter_is_given() {
     };
     let with_other = given_to_script_exec(pid, inode(&planned), &file, Some(&other)).unwrap();
     assert_eq!(with_other.argv, given.argv);
-    let printed = go_on(child);
+    let printed = printed(child);
     assert_eq!(given.argv, printed);
     assert_eq!(
         printed[1..],
@@ -170,7 +91,7 @@ fn a_script_run_through_another_script_is_left_to_the_wait() {
     let file = std::fs::File::open(&inner).unwrap();
     assert!(given_to_script_exec(pid, inode(&inner), &file, None).is_none());
     // What the kernel did: both lines' interpreters in front.
-    let printed = go_on(child);
+    let printed = printed(child);
     assert_eq!(
         printed,
         [
@@ -190,9 +111,7 @@ fn a_script_run_through_another_script_is_left_to_the_wait() {
 fn a_line_naming_a_fifo_blocks_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
-    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    coldstart_testkit::run_ok(std::process::Command::new("mkfifo").arg(&fifo));
     let planned = dir.path().join("planned");
     script(&planned, &format!("#!{}", fifo.display()));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -229,15 +148,13 @@ fn a_script_exec_from_a_descriptor_is_decided_unless_it_will_fail() {
     let given = given_to_script_exec(child.id() as i32, inode(&planned), &file, None)
         .expect("decided at the exec");
     assert!(!given.opted_out);
-    let printed = go_on(child);
+    let printed = printed(child);
     assert_eq!(given.argv, printed);
     assert!(printed[1].starts_with("/dev/fd/"), "{printed:?}");
 
     let child = held_at_exec(&execat, &[directory, "cloexec", "planned", "x"]);
     assert!(given_to_script_exec(child.id() as i32, inode(&planned), &file, None).is_none());
-    // SAFETY: detaching from our own tracee in its syscall stop.
-    unsafe { libc::ptrace(libc::PTRACE_DETACH, child.id() as i32, 0, 0) };
-    let output = child.wait_with_output().unwrap();
+    let output = go_on(child);
     // The exec failed: the execer went on to its own exit status.
     assert_eq!(output.status.code(), Some(4), "{output:?}");
 }

@@ -115,9 +115,7 @@ mod tests {
     fn only_a_regular_file_that_starts_as_elf_is_one_and_nothing_blocks() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        coldstart_testkit::run_ok(std::process::Command::new("mkfifo").arg(&fifo));
         // Opened for reading, a FIFO with no writer would block for ever.
         assert_eq!(answer_of(&fifo), Some(false));
         assert_eq!(answer_of(Path::new("/dev/null")), Some(false));

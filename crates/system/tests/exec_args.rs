@@ -6,37 +6,11 @@
 //! what the program passed.
 
 use coldstart_system::exec_args::{self, ExecArgs, SCRIPT_HEAD, Shebang};
+use coldstart_testkit::held_exec::{
+    EXECAT, EXECER, PRINT_ARGS, go_on, held_at_exec, printed_args, stopped, write_script,
+};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
-
-const EXECER: &str = r#"
-#include <signal.h>
-#include <sys/ptrace.h>
-#include <unistd.h>
-
-/* Stops under its parent's ptrace, then execs argv[1] with the rest of its
-   arguments and a fixed environment. */
-int main(int argc, char **argv) {
-    char *envp[] = {"OTHER=x", "COLDSTART_SERVE=0", "LAST=y", 0};
-    if (argc < 2) return 2;
-    if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) return 3;
-    raise(SIGSTOP);
-    execve(argv[1], argv + 1, envp);
-    return 4;
-}
-"#;
-
-/// Waits for a stop of traced child `pid`; its stop signal.
-fn stopped(pid: i32) -> i32 {
-    let mut status = 0;
-    // SAFETY: waiting on our own traced child.
-    let waited = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
-    assert_eq!(waited, pid);
-    assert!(libc::WIFSTOPPED(status), "not stopped: {status:#x}");
-    libc::WSTOPSIG(status)
-}
 
 #[test]
 fn the_arguments_and_environment_given_to_an_exec_under_way_are_read() {
@@ -80,51 +54,6 @@ fn the_arguments_and_environment_given_to_an_exec_under_way_are_read() {
     unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
     // Already reaped: std's own wait has nothing left to take.
     let _ = child.try_wait();
-}
-
-/// Writes its arguments to standard output, each ended by a NUL: the
-/// interpreter of the scripts below, and so the oracle of what the kernel
-/// handed it.
-const PRINT_ARGS: &str = r#"
-#include <stdio.h>
-#include <string.h>
-int main(int argc, char **argv) {
-    for (int i = 0; i < argc; i++) fwrite(argv[i], 1, strlen(argv[i]) + 1, stdout);
-    return 0;
-}
-"#;
-
-/// Stops under its parent's ptrace, then execs argv[2] in directory argv[1]
-/// with execveat, from a descriptor of that directory, its arguments from
-/// argv[2] on.
-const EXECAT: &str = r#"
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/ptrace.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    char *envp[] = {"COLDSTART_SERVE=1", 0};
-    if (argc < 3) return 2;
-    int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
-    if (dir < 0) return 5;
-    if (ptrace(PTRACE_TRACEME, 0, 0, 0) != 0) return 3;
-    raise(SIGSTOP);
-    syscall(SYS_execveat, dir, argv[2], argv + 2, envp, 0);
-    return 4;
-}
-"#;
-
-fn write_script(path: &Path, contents: &[u8]) {
-    std::fs::write(path, contents).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn nul_separated(output: &[u8]) -> Vec<Vec<u8>> {
-    let mut strings: Vec<Vec<u8>> = output.split(|&b| b == 0).map(<[u8]>::to_vec).collect();
-    assert_eq!(strings.pop(), Some(Vec::new()), "ends with a NUL");
-    strings
 }
 
 /// "#!" lines of every shape the kernel reads differently, each run by the
@@ -173,7 +102,7 @@ fn a_scripts_interpreter_is_given_what_the_kernel_gives_it() {
         };
         assert_eq!(
             shebang.interpreter_argv(&exec),
-            nul_separated(&output.stdout),
+            printed_args(&output.stdout),
             "{contents_shown:?}"
         );
     }
@@ -225,17 +154,17 @@ fn a_scripts_exec_under_way_gives_its_interpreters_arguments() {
     ]
     .concat();
     write_script(&dir.path().join("script"), &contents);
-    let child = Command::new(&execat)
-        .arg(dir.path())
-        .args(["script", "--writer", "a file.odt"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = held_at_exec(
+        &execat,
+        &[
+            dir.path().to_str().unwrap(),
+            "keep",
+            "script",
+            "--writer",
+            "a file.odt",
+        ],
+    );
     let pid = child.id() as i32;
-    assert_eq!(stopped(pid), libc::SIGSTOP);
-    // SAFETY: ptrace requests on our own stopped tracee.
-    unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, 0) };
-    assert_eq!(stopped(pid), libc::SIGTRAP);
     let args = exec_args::read(pid, || true).expect("the exec's arguments are read");
     let fd_name = String::from_utf8(args.filename.clone()).unwrap();
     let descriptor = fd_name
@@ -257,11 +186,9 @@ fn a_scripts_exec_under_way_gives_its_interpreters_arguments() {
     );
     assert_eq!(args.variable("COLDSTART_SERVE"), Some(&b"1"[..]));
     let expected = Shebang::parse(&contents).unwrap().interpreter_argv(&args);
-    // SAFETY: letting our own tracee go on with its exec, untraced.
-    unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) };
-    let output = child.wait_with_output().unwrap();
+    let output = go_on(child);
     assert!(output.status.success(), "{output:?}");
-    let printed = nul_separated(&output.stdout);
+    let printed = printed_args(&output.stdout);
     assert_eq!(printed, expected);
     assert_eq!(
         printed[1..],

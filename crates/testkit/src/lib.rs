@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 pub mod filesystems;
+pub mod held_exec;
 
 /// Indices of the pages of `path` resident in the page cache, by mincore(2)
 /// on a fresh read-only mapping that is never read. Pages are the system's
