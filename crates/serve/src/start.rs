@@ -310,7 +310,7 @@ impl CacheSample {
         let step = (pages.len() as u64).div_ceil(SAMPLED_PAGES).max(1) as usize;
         let path = std::path::PathBuf::from(&plan.files[index].path);
         Some(CacheSample {
-            file: Mutex::new(open_regular(&path).ok()?),
+            file: Mutex::new(path_handle::open_regular(&path, Symlinks::Refuse).ok()?),
             path,
             offsets: pages
                 .iter()
@@ -346,17 +346,11 @@ impl CacheSample {
         };
         let held = file.metadata().ok().map(|m| Inode::of(&m));
         if Inode::of_path(&self.path) != held
-            && let Ok(fresh) = open_regular(&self.path)
+            && let Ok(fresh) = path_handle::open_regular(&self.path, Symlinks::Refuse)
         {
             *file = fresh;
         }
     }
-}
-
-/// `path` opened for reading as root, refusing symbolic links and
-/// anything but a regular file.
-fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    coldstart_system::path_handle::open_regular(path, Symlinks::Refuse)
 }
 
 /// What the process was when the event was read: an exec in progress
@@ -452,10 +446,10 @@ fn read_shebang(script: &std::fs::File) -> Option<exec_args::Shebang> {
 /// ([`given_to_exec`]): its arguments are made from the script's "#!" line
 /// and the exec's ([`exec_args::Shebang`]), the environment is the exec's.
 /// The line's interpreter is `known` when it names the same; else it is
-/// looked up now. The memory read is the old
-/// program's as long as the process's executable is the one it ran at the
-/// event and not the interpreter. `None`, and the start waits for the exec,
-/// when the line names no ELF program (a script's interpreter may be
+/// looked up now. The memory read is the old program's as long as the
+/// process's executable is the one it ran at the event and not the
+/// interpreter. `None`, and the start waits for the exec, when the line
+/// names no ELF program (a script's interpreter may be
 /// another script), the process already runs the interpreter, the exec
 /// under way is not of this script (it runs a script whose interpreter
 /// this script is), or it will fail (the script given by a descriptor
