@@ -10,7 +10,7 @@
 //! own compilers would become programs of its state.
 
 use coldstart_testkit::{
-    cold_file, copy_executable, resident_pages, run_ok, skip, world_readable_temp_dir,
+    cold_file, copy_executable, read_pages, resident_pages, run_ok, skip, world_readable_temp_dir,
 };
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -113,12 +113,17 @@ fn install_command(s: &Setup) -> Command {
 
 /// The same, a start over once its tree was quiet for `quiet_ms`.
 fn install_command_quiet(s: &Setup, quiet_ms: &str) -> Command {
+    install_command_for(s, &s.program, quiet_ms)
+}
+
+/// The setup's plan installed for `program`.
+fn install_command_for(s: &Setup, program: &Path, quiet_ms: &str) -> Command {
     let mut command = coldstart();
     command
         .args(["serve", "install"])
         .arg(&s.plan)
         .arg("--program")
-        .arg(&s.program)
+        .arg(program)
         .arg("--state")
         .arg(&s.state)
         .args(["--quiet-ms", quiet_ms]);
@@ -277,8 +282,20 @@ fn start_executable(
     pages: &[u64],
 ) -> Vec<(u64, bool)> {
     evict(&s.data);
+    run_start(executable, &s.data, env, options, pages)
+}
+
+/// Starts `executable` plainly on `data` as it finds the page cache; its
+/// record.
+fn run_start(
+    executable: &Path,
+    data: &Path,
+    env: &[(&str, &str)],
+    options: &[&str],
+    pages: &[u64],
+) -> Vec<(u64, bool)> {
     let mut command = Command::new(executable);
-    command.arg(DELAY_MS).arg(&s.data);
+    command.arg(DELAY_MS).arg(data);
     command.args(pages.iter().map(u64::to_string));
     command.args(options);
     command.envs(env.iter().copied());
@@ -421,16 +438,7 @@ fn a_planned_scripts_start_is_served_and_an_opted_out_one_is_not() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    run_ok(
-        coldstart()
-            .args(["serve", "install"])
-            .arg(&s.plan)
-            .arg("--program")
-            .arg(&script)
-            .arg("--state")
-            .arg(&s.state)
-            .args(["--quiet-ms", "200"]),
-    );
+    run_ok(&mut install_command_for(&s, &script, "200"));
     let service = Service::start(&s.state, "0");
 
     let record = start_executable(&s, &script, &[], &[], &[0, 5, 33, 20]);
@@ -472,22 +480,11 @@ fn the_median_first_request_is_of_cold_starts() {
 
     // Half the planned pages cached, the sampled ones among them.
     evict(&s.data);
-    let data = std::fs::File::open(&s.data).unwrap();
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain fadvise on our own descriptor: no readahead around the
-    // pages read.
-    let rc = unsafe { libc::posix_fadvise(data.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-    assert_eq!(rc, 0);
-    let mut page = vec![0u8; page_size() as usize];
-    for index in PLANNED[0].0..PLANNED[0].0 + PLANNED[0].1 {
-        use std::os::unix::fs::FileExt;
-        data.read_exact_at(&mut page, index * page_size()).unwrap();
-    }
+    let (first, count) = PLANNED[0];
+    read_pages(&s.data, first..first + count, page_size());
     assert_eq!(resident_pages(&s.data), (0..8).collect::<Vec<u64>>());
-    let mut command = Command::new(&s.program);
-    command.arg(DELAY_MS).arg(&s.data).args(["0", "33"]);
-    let output = run_with_deadline(&mut command, Duration::from_secs(30));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("page 33 resident"));
+    let record = run_start(&s.program, &s.data, &[], &[], &[0, 33]);
+    assert_eq!(record, vec![(0, true), (33, true)], "{}", service.said());
     let program = wait_for_starts(&s.state, 2);
     assert_eq!(program["starts_served"], 2, "{program}");
     // Its replay asked for pages 32-39 (the service's line says when).

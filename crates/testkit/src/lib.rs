@@ -123,6 +123,21 @@ pub fn cold_file(path: &Path, pages: u64, page_size: u64) {
     assert_eq!(rc, 0, "fadvise DONTNEED {}", path.display());
 }
 
+/// Reads pages `pages` of `path` (of `page_size` bytes) into the page
+/// cache and no others: the descriptor is advised POSIX_FADV_RANDOM, so
+/// the kernel reads no window around them.
+pub fn read_pages(path: &Path, pages: std::ops::Range<u64>, page_size: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // SAFETY: plain fadvise on our own descriptor.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    assert_eq!(rc, 0, "fadvise RANDOM {}", path.display());
+    let mut page = vec![0u8; page_size as usize];
+    for index in pages {
+        file.read_exact_at(&mut page, index * page_size).unwrap();
+    }
+}
+
 /// Says why a check could not run: `SKIPPED: reason` on stderr, or a panic
 /// when COLDSTART_REQUIRE_ROOT=1 (CI, where every check must run).
 pub fn skip(reason: &str) {
