@@ -269,24 +269,12 @@ fn start_program_with(
     options: &[&str],
     pages: &[u64],
 ) -> Vec<(u64, bool)> {
-    start_executable(s, &s.program, env, options, pages)
-}
-
-/// As [`start_program_with`], through `executable` (a script that runs
-/// the program).
-fn start_executable(
-    s: &Setup,
-    executable: &Path,
-    env: &[(&str, &str)],
-    options: &[&str],
-    pages: &[u64],
-) -> Vec<(u64, bool)> {
     evict(&s.data);
-    run_start(executable, &s.data, env, options, pages)
+    run_start(&s.program, &s.data, env, options, pages)
 }
 
-/// Starts `executable` plainly on `data` as it finds the page cache; its
-/// record.
+/// Starts `executable` (the program, or a script that runs it) plainly on
+/// `data` as it finds the page cache; its record.
 fn run_start(
     executable: &Path,
     data: &Path,
@@ -441,7 +429,8 @@ fn a_planned_scripts_start_is_served_and_an_opted_out_one_is_not() {
     run_ok(&mut install_command_for(&s, &script, "200"));
     let service = Service::start(&s.state, "0");
 
-    let record = start_executable(&s, &script, &[], &[], &[0, 5, 33, 20]);
+    evict(&s.data);
+    let record = run_start(&script, &s.data, &[], &[], &[0, 5, 33, 20]);
     assert_eq!(
         record,
         vec![(0, true), (5, true), (33, true), (20, false)],
@@ -458,7 +447,8 @@ fn a_planned_scripts_start_is_served_and_an_opted_out_one_is_not() {
     );
 
     let opted_out = [("COLDSTART_SERVE", "0")];
-    let record = start_executable(&s, &script, &opted_out, &[], &[0, 33]);
+    evict(&s.data);
+    let record = run_start(&script, &s.data, &opted_out, &[], &[0, 33]);
     assert_eq!(record, vec![(0, false), (33, false)], "{}", service.said());
     let program = wait_for_starts(&s.state, 2);
     assert_eq!(program["starts_opted_out"], 1, "{program}");
