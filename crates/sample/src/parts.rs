@@ -2,8 +2,9 @@
 //! give the sample app the footprint of a big native program. Each holds
 //! code, a read-only table and a table of pointers the loader relocates;
 //! its static initializer touches a sparse eighth of the code and table in
-//! runs of one to eight pages, in an order drawn at random, and counts the
-//! pages it touched for `main` to check.
+//! runs of one to eight pages, in an order drawn at random, works for a
+//! while after each run (`work_per_page`), and counts the pages it touched
+//! for `main` to check.
 //!
 //! Assembly, because it costs nothing to compile: the bulk is `.fill`,
 //! `.org` and `.rept`, and a part of 8 MiB assembles and links in well under
@@ -134,6 +135,13 @@ pub(crate) fn source(spec: &SampleSpec, part: &Part) -> String {
             }
         }
         line!(s, "\taddl ${}, {touched}(%rip)", touch.pages);
+        let work = u64::from(touch.pages) * u64::from(spec.work_per_page);
+        if work > 0 {
+            line!(
+                s,
+                "\tmovq ${work}, %rcx\n.L{code}_{run}_work:\n\taddq %rcx, %rax\n\tdecq %rcx\n\tjnz .L{code}_{run}_work"
+            );
+        }
     }
     line!(s, "\tmovq %rax, {sink}(%rip)\n\tret");
     line!(s, "\t.size {0}, .-{0}", part.init_symbol);
@@ -240,6 +248,31 @@ mod tests {
         }
         assert_eq!(parts[7].output, "libcs_part07.so");
         assert_eq!(parts[7].relative_relocations, 32 * 512);
+    }
+
+    #[test]
+    fn the_initializer_works_after_each_touch_in_proportion_to_its_pages() {
+        let spec = SampleSpec::default_size();
+        let part = &design(&spec)[3];
+        let text = source(&spec, part);
+        // The iteration counts the work loops are given, in order.
+        let counts: Vec<u64> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("movq $"))
+            .filter_map(|l| l.strip_suffix(", %rcx"))
+            .map(|n| n.parse().unwrap())
+            .collect();
+        let expected: Vec<u64> = part
+            .touches
+            .iter()
+            .map(|t| u64::from(t.pages) * 12_000)
+            .collect();
+        assert_eq!(counts, expected);
+        let idle = SampleSpec {
+            work_per_page: 0,
+            ..spec.clone()
+        };
+        assert!(!source(&idle, part).contains("%rcx"));
     }
 
     #[test]
