@@ -48,6 +48,12 @@ pub enum Error {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("{path}: no room left to write the profile: {source}")]
+    DiskFull {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
     #[error("{path}: profile is damaged or unreadable: {source}")]
     Damaged {
         path: PathBuf,
@@ -1320,9 +1326,37 @@ fn cannot_upgrade(path: &Path, found: i32, source: rusqlite::Error) -> Error {
     }
 }
 
+/// An SQLite error of the profile's file: a full disk said as such (the
+/// file is sound), anything else as damage.
 fn damaged(path: &Path, source: rusqlite::Error) -> Error {
-    Error::Damaged {
-        path: path.to_path_buf(),
-        source,
+    let path = path.to_path_buf();
+    if source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+        Error::DiskFull { path, source }
+    } else {
+        Error::Damaged { path, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite_error(code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn a_full_disk_is_said_as_such_and_other_errors_as_damage() {
+        let path = Path::new("/state/p.db");
+        let full = damaged(path, sqlite_error(rusqlite::ffi::SQLITE_FULL)).to_string();
+        assert!(
+            full.starts_with("/state/p.db: no room left to write the profile: "),
+            "{full}"
+        );
+        let corrupt = damaged(path, sqlite_error(rusqlite::ffi::SQLITE_CORRUPT)).to_string();
+        assert!(
+            corrupt.starts_with("/state/p.db: profile is damaged or unreadable: "),
+            "{corrupt}"
+        );
     }
 }
