@@ -1013,3 +1013,209 @@ fn a_start_that_idles_after_its_reads_is_learned_up_to_its_last_read() {
     drop(service);
     drop(s.dir);
 }
+
+/// A tmpfs of `kib` KiB mounted at `path` (made first), unmounted when
+/// dropped: a small disk for a state directory to fill.
+struct SmallDisk {
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(path: &Path, kib: u64) -> SmallDisk {
+        std::fs::create_dir_all(path).unwrap();
+        run_ok(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o"])
+                .arg(format!("size={kib}k,mode=0700"))
+                .arg("coldstart-test-state")
+                .arg(path),
+        );
+        SmallDisk {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Writes a file until the disk has no room left; its path.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let filler = self.path.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![1u8; 4096];
+        loop {
+            match file.write_all(&chunk) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling {}: {e}", filler.display()),
+            }
+        }
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// Every file under `dir`, relative to it, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn a_full_state_disk_loses_no_plan_and_starts_are_still_served() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let disk = SmallDisk::mount(&s.state, 256);
+    install(&s);
+    let service = Service::start(&s.state, "0");
+    let before = files_under(&s.state);
+    let plan_file = before
+        .iter()
+        .find(|f| f.ends_with("/plan"))
+        .map(|f| s.state.join(f))
+        .unwrap_or_else(|| panic!("no plan in {before:?}"));
+    let plan_bytes = std::fs::read(&plan_file).unwrap();
+
+    let filler = disk.fill();
+    // Served while nothing can be written: its record is what is lost.
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, true), (33, true)], "{}", service.said());
+    service.wait_for("cannot record the start");
+    assert_eq!(std::fs::read(&plan_file).unwrap(), plan_bytes);
+    // No temporary file is left on the full disk.
+    let mut now = files_under(&s.state);
+    now.retain(|f| f != "filler");
+    assert_eq!(now, before, "{}", service.said());
+
+    // Room again: the next start is served and recorded.
+    std::fs::remove_file(&filler).unwrap();
+    let record = start_program(&s, &[], &[0, 33]);
+    assert_eq!(record, vec![(0, true), (33, true)], "{}", service.said());
+    let program = wait_for_starts(&s.state, 1);
+    assert_eq!(program["starts_served"], 1, "{program}");
+    assert_eq!(std::fs::read(&plan_file).unwrap(), plan_bytes);
+    drop(service);
+    drop(disk);
+}
+
+/// Whether a trace instance of process `pid` is tracing.
+fn tracing_for(pid: u32) -> bool {
+    trace_instances_of(pid).iter().any(|name| {
+        std::fs::read_to_string(format!("/sys/kernel/tracing/instances/{name}/tracing_on"))
+            .is_ok_and(|on| on.trim() == "1")
+    })
+}
+
+#[test]
+fn a_service_killed_while_it_traces_a_start_learns_on_after_its_restart() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let linger = [("SERVED_START_LINGER_MS", "400")];
+    let pages = [1u64, 5, 9, 40];
+    let cold = pages.map(|p| (p, false)).to_vec();
+    let program = s.program.display().to_string();
+    let start = |pages: &[u64]| start_program(&s, &linger, pages);
+
+    let mut first = Service::learning(&s.state);
+    assert_eq!(start(&pages), cold, "{}", first.said());
+    first.wait_for(&format!(
+        "{program}: learning: its next start will be traced"
+    ));
+    // Its next start is traced; the service is killed in the middle of it,
+    // and the start goes on as if nothing happened.
+    let killed = first.child.id();
+    std::thread::scope(|scope| {
+        let traced = scope.spawn(|| start(&pages));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !tracing_for(killed) {
+            assert!(Instant::now() < deadline, "never traced: {}", first.said());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        first.signal(libc::SIGKILL);
+        assert_eq!(traced.join().unwrap(), cold);
+    });
+    first.stop();
+    assert!(
+        !trace_instances_of(killed).is_empty(),
+        "a killed service leaves its instance for the next to remove"
+    );
+
+    // Restarted: it removes what the killed one left, and the program,
+    // still learning, is learned from its next start and served.
+    let second = Service::start_with(
+        &s.state,
+        &["--hold-out", "0", "--learn-min-read-mb", "0.01"],
+        "serving 1 program",
+    );
+    second.wait_for(&format!("coldstart-{killed}-"));
+    assert_eq!(trace_instances_of(killed), Vec::<String>::new());
+    let ours = status_of(&s.state, &program);
+    assert_eq!(ours["state"], "learning", "{ours}");
+    assert_eq!(start(&pages), cold, "{}", second.said());
+    let learned = second.wait_for(&format!("{program}: learned a plan"));
+    assert!(
+        learned.contains("from 1 traced start(s)"),
+        "the killed start's run is not learned from: {learned}"
+    );
+    let served = start(&pages);
+    assert_eq!(
+        served,
+        pages.map(|p| (p, true)).to_vec(),
+        "{}",
+        second.said()
+    );
+    drop(second);
+    drop(s.dir);
+}
+
+#[test]
+fn a_start_traced_while_the_state_disk_is_full_is_not_learned_and_the_next_one_is() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let disk = SmallDisk::mount(&s.state, 1024);
+    let linger = [("SERVED_START_LINGER_MS", "400")];
+    let pages = [1u64, 5, 9, 40];
+    let cold = pages.map(|p| (p, false)).to_vec();
+    let program = s.program.display().to_string();
+    let start = |pages: &[u64]| start_program(&s, &linger, pages);
+
+    let service = Service::learning(&s.state);
+    assert_eq!(start(&pages), cold, "{}", service.said());
+    service.wait_for(&format!(
+        "{program}: learning: its next start will be traced"
+    ));
+    let filler = disk.fill();
+    // Traced, but its profile cannot be written: said, and nothing learned.
+    assert_eq!(start(&pages), cold, "{}", service.said());
+    service.wait_for("profile.db: no room left to write the profile");
+    let ours = status_of(&s.state, &program);
+    assert_eq!(ours["state"], "learning", "{ours}");
+
+    // Room again: the next start is traced and learned, then served.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(start(&pages), cold, "{}", service.said());
+    service.wait_for(&format!("{program}: learned a plan"));
+    assert_eq!(
+        start(&pages),
+        pages.map(|p| (p, true)).to_vec(),
+        "{}",
+        service.said()
+    );
+    drop(service);
+    drop(disk);
+}
