@@ -8,6 +8,7 @@ import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 # Two-sided 95% Student t quantiles by degrees of freedom.
@@ -183,48 +184,68 @@ class Serving:
     """`coldstart serve --hold-out 0` (and the flags `extra`) on the state
     directory `state` for a `with` block, stopped by its pid (SIGTERM, then
     SIGKILL) on every way out; what it said goes to the file `log` when one
-    is given."""
+    is given.
+
+    A thread reads what the service says for as long as it runs: a pipe
+    left unread fills and stops a service that logs, and the lines said
+    after the last read were lost (communicate() after readline() on the
+    same pipe returned none of them)."""
 
     def __init__(self, coldstart, state, log=None, extra=()):
         self.argv = [coldstart, "serve", "--state", state, "--hold-out", "0", *extra]
         self.log = log
         self.process = None
+        self.reader = None
+        self.said = []
+        self.lock = threading.Lock()
+        self.last_line = time.monotonic()
 
     def __enter__(self):
         self.process = subprocess.Popen(self.argv, stderr=subprocess.PIPE, text=True)
-        said = []
-        # Serving once it said so: "serving N program(s) from ...".
-        while True:
-            line = self.process.stderr.readline()
-            said.append(line)
-            if not line or line.startswith("coldstart serve: serving "):
-                break
-        if not said[-1]:
+        serving = threading.Event()
+
+        def read():
+            for line in self.process.stderr:
+                with self.lock:
+                    self.said.append(line)
+                    self.last_line = time.monotonic()
+                # Serving once it said so: "serving N program(s) from ...".
+                if line.startswith("coldstart serve: serving "):
+                    serving.set()
+            serving.set()
+
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        serving.wait()
+        with self.lock:
+            started = any(line.startswith("coldstart serve: serving ") for line in self.said)
+            said = "".join(self.said)
+        if not started:
             self.__exit__()
-            sys.exit(f"coldstart serve did not start: {''.join(said)}")
-        self.said = said
+            sys.exit(f"coldstart serve did not start: {said}")
         return self
 
     def wait_quiet(self, seconds):
-        """Reads what the service says until it said nothing for `seconds`
-        (it is done with the starts so far), keeping it for the log."""
-        import select
-        while select.select([self.process.stderr], [], [], seconds)[0]:
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            self.said.append(line)
+        """Waits until the service said nothing for `seconds` (it is done
+        with the starts so far) or stopped."""
+        while self.process.poll() is None:
+            with self.lock:
+                quiet = time.monotonic() - self.last_line
+            if quiet >= seconds:
+                return
+            time.sleep(min(0.2, seconds - quiet))
 
     def __exit__(self, *exc):
         if self.process and self.process.poll() is None:
             self.process.send_signal(15)
             try:
-                rest, _ = self.process.communicate(timeout=30)
+                self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                rest, _ = self.process.communicate()
-            self.said.append(rest or "")
+                self.process.wait()
+        if self.reader:
+            self.reader.join(timeout=10)
         if self.log:
-            with open(self.log, "w") as f:
-                f.write("".join(getattr(self, "said", [])))
+            with self.lock, open(self.log, "w") as f:
+                f.write("".join(self.said))
         return False
