@@ -177,7 +177,12 @@ impl Service {
         let collected = Arc::clone(&lines);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                collected.lock().unwrap().push(line);
+                // A test that failed while it held the lock poisoned it;
+                // the lines still go on being collected.
+                collected
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(line);
             }
         });
         let service = Service { child, lines };
