@@ -650,26 +650,47 @@ fn planned_pages_of(plan: &Path, file: &Path) -> Vec<u64> {
     pages
 }
 
-#[test]
-fn a_program_started_plainly_is_learned_then_served_and_relearned_when_it_changes() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = setup() else { return };
-    // The program lingers so that the service's samples of its tree see it.
-    let service = Service::learning(&s.state);
-    let linger = [("SERVED_START_LINGER_MS", "400")];
-    let pages = [1, 5, 9, 40];
-    let cold = pages.map(|p| (p, false)).to_vec();
-    let program = s.program.display().to_string();
+/// The pages the learning tests' program reads.
+const LEARNED: [u64; 4] = [1, 5, 9, 40];
 
-    // The program's record of a start, the data file evicted before it.
-    let start = |pages: &[u64]| start_program(&s, &linger, pages);
+/// A start of the learning tests' program, the data file evicted first,
+/// lingering so that the service's samples of its tree see it: its record.
+fn learning_start(s: &Setup, pages: &[u64]) -> Vec<(u64, bool)> {
+    start_program(s, &[("SERVED_START_LINGER_MS", "400")], pages)
+}
 
-    // First start: seen reading, the program becomes learning.
-    assert_eq!(start(&pages), cold, "{}", service.said());
+/// The record of a start that read `pages`, each cached before or not.
+fn each(pages: &[u64], cached: bool) -> Vec<(u64, bool)> {
+    pages.iter().map(|&p| (p, cached)).collect()
+}
+
+/// A learning service's first start of the program: seen reading, the
+/// program becomes learning and its next start will be traced.
+fn first_learning_start(s: &Setup, service: &Service) {
+    let program = s.program.display();
+    assert_eq!(
+        learning_start(s, &LEARNED),
+        each(&LEARNED, false),
+        "{}",
+        service.said()
+    );
     service.wait_for(&format!("{program}: its start read"));
     service.wait_for(&format!(
         "{program}: learning: its next start will be traced"
     ));
+}
+
+#[test]
+fn a_program_started_plainly_is_learned_then_served_and_relearned_when_it_changes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let service = Service::learning(&s.state);
+    let pages = LEARNED;
+    let cold = each(&pages, false);
+    let program = s.program.display().to_string();
+    let start = |pages: &[u64]| learning_start(&s, pages);
+
+    first_learning_start(&s, &service);
     // Second start: traced, not served; the plan is learned from it.
     assert_eq!(start(&pages), cold, "{}", service.said());
     service.wait_for(&format!("{program}: learned a plan"));
@@ -695,12 +716,7 @@ fn a_program_started_plainly_is_learned_then_served_and_relearned_when_it_change
 
     // Third start, cold: served, every page it reads was cached before.
     let served = start(&pages);
-    assert_eq!(
-        served,
-        pages.map(|p| (p, true)).to_vec(),
-        "{}",
-        service.said()
-    );
+    assert_eq!(served, each(&pages, true), "{}", service.said());
     service.wait_for(&format!("{program}: refined a plan"));
     assert_eq!(resident_pages(&s.data), pages.to_vec());
 
@@ -1130,17 +1146,13 @@ fn tracing_for(pid: u32) -> bool {
 fn a_service_killed_while_it_traces_a_start_learns_on_after_its_restart() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(s) = setup() else { return };
-    let linger = [("SERVED_START_LINGER_MS", "400")];
-    let pages = [1u64, 5, 9, 40];
-    let cold = pages.map(|p| (p, false)).to_vec();
+    let pages = LEARNED;
+    let cold = each(&pages, false);
     let program = s.program.display().to_string();
-    let start = |pages: &[u64]| start_program(&s, &linger, pages);
+    let start = |pages: &[u64]| learning_start(&s, pages);
 
     let mut first = Service::learning(&s.state);
-    assert_eq!(start(&pages), cold, "{}", first.said());
-    first.wait_for(&format!(
-        "{program}: learning: its next start will be traced"
-    ));
+    first_learning_start(&s, &first);
     // Its next start is traced; the service is killed in the middle of it,
     // and the start goes on as if nothing happened.
     let killed = first.child.id();
@@ -1178,12 +1190,7 @@ fn a_service_killed_while_it_traces_a_start_learns_on_after_its_restart() {
         "the killed start's run is not learned from: {learned}"
     );
     let served = start(&pages);
-    assert_eq!(
-        served,
-        pages.map(|p| (p, true)).to_vec(),
-        "{}",
-        second.said()
-    );
+    assert_eq!(served, each(&pages, true), "{}", second.said());
     drop(second);
     drop(s.dir);
 }
@@ -1193,17 +1200,13 @@ fn a_start_traced_while_the_state_disk_is_full_is_not_learned_and_the_next_one_i
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(s) = setup() else { return };
     let disk = SmallDisk::mount(&s.state, 1024);
-    let linger = [("SERVED_START_LINGER_MS", "400")];
-    let pages = [1u64, 5, 9, 40];
-    let cold = pages.map(|p| (p, false)).to_vec();
+    let pages = LEARNED;
+    let cold = each(&pages, false);
     let program = s.program.display().to_string();
-    let start = |pages: &[u64]| start_program(&s, &linger, pages);
+    let start = |pages: &[u64]| learning_start(&s, pages);
 
     let service = Service::learning(&s.state);
-    assert_eq!(start(&pages), cold, "{}", service.said());
-    service.wait_for(&format!(
-        "{program}: learning: its next start will be traced"
-    ));
+    first_learning_start(&s, &service);
     let filler = disk.fill();
     // Traced, but its profile cannot be written: said, and nothing learned.
     assert_eq!(start(&pages), cold, "{}", service.said());
@@ -1215,12 +1218,7 @@ fn a_start_traced_while_the_state_disk_is_full_is_not_learned_and_the_next_one_i
     std::fs::remove_file(&filler).unwrap();
     assert_eq!(start(&pages), cold, "{}", service.said());
     service.wait_for(&format!("{program}: learned a plan"));
-    assert_eq!(
-        start(&pages),
-        pages.map(|p| (p, true)).to_vec(),
-        "{}",
-        service.said()
-    );
+    assert_eq!(start(&pages), each(&pages, true), "{}", service.said());
     drop(service);
     drop(disk);
 }
