@@ -9,6 +9,7 @@
 //! learning service hears of every exec on the machine, and the tests'
 //! own compilers would become programs of its state.
 
+use coldstart_system::identity::Inode;
 use coldstart_testkit::{
     cold_file, copy_executable, read_pages, resident_pages, run_ok, skip, world_readable_temp_dir,
 };
@@ -1221,4 +1222,64 @@ fn a_start_traced_while_the_state_disk_is_full_is_not_learned_and_the_next_one_i
     assert_eq!(start(&pages), each(&pages, true), "{}", service.said());
     drop(service);
     drop(disk);
+}
+
+/// A start of a script heard of late, while the script runs before it
+/// execs its program with options of its own (as Chromium's does): the
+/// start is read as the script's, from what its interpreter was given, and
+/// served the script's plan, not taken for a start of another class made
+/// of the program's options.
+#[test]
+fn a_scripts_start_heard_of_late_is_read_from_its_interpreter() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    let script = s.dir.path().join("served_start.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nsleep 0.3\nexec {} \"$@\" --other\n",
+            s.program.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let linger = [("SERVED_START_LINGER_MS", "400")];
+    let name = script.display().to_string();
+    let service = Service::learning(&s.state);
+    for said in [
+        ": learning: its next start will be traced",
+        ": learned a plan",
+    ] {
+        evict(&s.data);
+        run_start(&script, &s.data, &linger, &[], &LEARNED);
+        service.wait_for(&format!("{name}{said}"));
+    }
+
+    // Held up until the script's interpreter runs: the event is read late.
+    service.signal(libc::SIGSTOP);
+    evict(&s.data);
+    let mut command = Command::new(&script);
+    command
+        .arg(DELAY_MS)
+        .arg(&s.data)
+        .args(["1", "5"])
+        .envs(linger);
+    let child = command.stdout(Stdio::piped()).spawn().unwrap();
+    let shell = Inode::of_path(Path::new("/bin/sh")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Inode::of_path(Path::new(&format!("/proc/{}/exe", child.id()))) != Some(shell) {
+        assert!(Instant::now() < deadline, "the script never ran");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    service.signal(libc::SIGCONT);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("page 1 resident") && stdout.contains("page 5 resident"),
+        "{stdout}\n{}",
+        service.said()
+    );
+    let said = service.said();
+    assert!(!said.contains(&format!("{name} [--other]")), "{said}");
 }

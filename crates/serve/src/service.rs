@@ -526,7 +526,13 @@ impl Service {
                         start::given_to_exec(pid, inode)
                     } else if planned.iter().all(|l| !l.elf) {
                         let known = first.interpreter.lock().ok().and_then(|i| i.clone());
-                        start::given_to_script_exec(pid, inode, &file, known.as_ref())
+                        start::given_to_script_exec(pid, inode, &file, known.as_ref()).or_else(
+                            || {
+                                known.and_then(|k| {
+                                    start::given_after_script_exec(pid, inode, k.inode)
+                                })
+                            },
+                        )
                     } else {
                         None
                     };
@@ -837,6 +843,11 @@ impl Service {
                 .collect(),
             trace,
             planned: inode,
+            interpreter: candidates[0]
+                .interpreter
+                .lock()
+                .ok()
+                .and_then(|known| known.as_ref().filter(|i| i.elf).map(|i| i.inode)),
             before,
             given,
             pid,
@@ -996,9 +1007,19 @@ impl Service {
             .name("cs-watch".into())
             .spawn(move || {
                 // Its class once its exec completed (its arguments are the
-                // old program's until then).
-                let class = start::wait_for_exec(&before, inode, pid)
-                    .map(|_| learn::argument_class(&start::command_line(pid)));
+                // old program's until then). A script's, from what its
+                // interpreter was given, which a script may leave at once
+                // for a program of its own with other arguments.
+                let argv = match start::Interpreter::of_script(&exe).filter(|i| i.elf) {
+                    Some(interpreter) => {
+                        start::wait_for_script_exec(&before, inode, interpreter.inode, pid)
+                            .map(|given| given.argv)
+                    }
+                    None => {
+                        start::wait_for_exec(&before, inode, pid).map(|_| start::command_line(pid))
+                    }
+                };
+                let class = argv.map(|argv| learn::argument_class(&argv));
                 if let Some(class) = class
                     && let Ok(program) = learn::learning_program(&exe, &class)
                 {

@@ -8,9 +8,10 @@
 //!    the process still has while its exec is under way ([`given_to_exec`];
 //!    for a script, with the arguments its interpreter is given,
 //!    [`given_to_script_exec`]); else once the exec completed: /proc/PID/exe
-//!    names the executable and the new environment is readable. (fanotify
-//!    tells of the exec while the old program's memory is still the
-//!    process's.)
+//!    names the executable and the new environment is readable, or, for a
+//!    script, as soon as its interpreter runs ([`wait_for_script_exec`]).
+//!    (fanotify tells of the exec while the old program's memory is still
+//!    the process's.)
 //! 3. The start is served, held out at random, opted out, or not served
 //!    because memory is short or enough starts are being served.
 //! 4. A served start's plan is replayed on threads named like every
@@ -97,6 +98,9 @@ pub struct StartContext {
     pub trace: Option<Attached>,
     /// The executable's inode, as the event handed it over.
     pub planned: Inode,
+    /// A script's interpreter, when it is an ELF program the service found
+    /// as the script's "#!" line names it.
+    pub interpreter: Option<Inode>,
     /// The process as the event found it.
     pub before: Before,
     /// What its exec was given, when it could be read at the event.
@@ -134,12 +138,26 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
         .iter()
         .map(|c| c.sample.as_deref().map_or(0.0, CacheSample::resident_share))
         .collect();
-    let decided_at_exec = context.given.is_some();
+    let decided_at_exec = context.given.as_ref().is_some_and(|g| g.under_way);
     let (opted_out, argv) = match context.given.take() {
-        Some(Given { opted_out, argv }) => (opted_out, argv),
+        Some(Given {
+            opted_out, argv, ..
+        }) => (opted_out, argv),
         None => {
-            let opted_out = wait_for_exec(&context.before, context.planned, context.pid)?;
-            (opted_out, command_line(context.pid))
+            let given = match context.interpreter {
+                Some(interpreter) => wait_for_script_exec(
+                    &context.before,
+                    context.planned,
+                    interpreter,
+                    context.pid,
+                )?,
+                None => Given {
+                    opted_out: wait_for_exec(&context.before, context.planned, context.pid)?,
+                    argv: command_line(context.pid),
+                    under_way: false,
+                },
+            };
+            (given.opted_out, given.argv)
         }
     };
     let class = crate::learn::argument_class(&argv);
@@ -378,6 +396,8 @@ fn exe_link(pid: i32) -> std::path::PathBuf {
 pub struct Given {
     pub opted_out: bool,
     pub argv: Vec<String>,
+    /// Read while the exec was still under way (else right after it).
+    pub under_way: bool,
 }
 
 /// What the exec of `planned` by process `pid` was given, read from the
@@ -490,7 +510,97 @@ fn given(args: &exec_args::ExecArgs, argv: &[Vec<u8>]) -> Given {
             .iter()
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect(),
+        under_way: true,
     }
+}
+
+/// What the interpreter of script `planned` was given, read at the event
+/// when the exec completed already: process `pid` runs `interpreter`, and
+/// its arguments name the script. Read then, not once the start's thread
+/// has waited: a script may run on to an exec of its own at once (Chromium's
+/// execs its binary with options of its own), and the arguments read after
+/// it were another program's, so a start was taken for one of another
+/// argument class. `None` when the process does not run the interpreter or
+/// its arguments name another script.
+pub fn given_after_script_exec(pid: i32, planned: Inode, interpreter: Inode) -> Option<Given> {
+    let now = Before::snapshot(pid);
+    (now.exe == Some(interpreter) && now.environment_start.is_some_and(|start| start != 0))
+        .then_some(())?;
+    let argv = command_line(pid);
+    names_script(pid, &argv, planned).then_some(())?;
+    let opted_out = proc::environment_variable(pid, OPT_OUT_VARIABLE).ok()?;
+    // Still the same program: what was read is its.
+    (Before::snapshot(pid) == now).then_some(())?;
+    Some(Given {
+        opted_out: opted_out.as_deref() == Some("0"),
+        argv,
+        under_way: false,
+    })
+}
+
+/// Waits for the exec of script `planned` by process `pid` to complete,
+/// and reads what its interpreter was given as soon as it runs
+/// ([`given_after_script_exec`]): a script may leave its interpreter for a
+/// program of its own within a millisecond, and was read after that as a
+/// start of the program's options (Chromium's script adds a dozen). When
+/// the process runs another program already (it was past the script at
+/// the event, or ran on before it could be read), what that program was
+/// given stands: a script that always runs on that fast gets a class of
+/// its own options and the program's, the same at every start. `None`
+/// when the process is gone or the exec did not complete within
+/// [`EXEC_DEADLINE`].
+pub fn wait_for_script_exec(
+    before: &Before,
+    planned: Inode,
+    interpreter: Inode,
+    pid: i32,
+) -> Option<Given> {
+    let started = monotonic_ns();
+    let deadline = started + EXEC_DEADLINE.as_nanos() as i64;
+    let settle = started + EXEC_SETTLE.as_nanos() as i64;
+    loop {
+        if let Some(given) = given_after_script_exec(pid, planned, interpreter) {
+            return Some(given);
+        }
+        let now = Before::snapshot(pid);
+        if now.exe.is_none() && !proc::process_exists(pid) {
+            return None;
+        }
+        let set_up = now.environment_start.is_some_and(|start| start != 0);
+        let ran_on = now.exe != before.exe || monotonic_ns() > settle;
+        if now.exe != Some(interpreter)
+            && set_up
+            && ran_on
+            && let Some(given) = given_now(pid)
+        {
+            return Some(given);
+        }
+        if monotonic_ns() > deadline {
+            return None;
+        }
+        std::thread::sleep(EXEC_POLL);
+    }
+}
+
+/// What the program process `pid` runs now was given: its arguments and
+/// whether its environment opts out. `None` while its environment cannot
+/// be read (its exec under way) or the process is gone.
+fn given_now(pid: i32) -> Option<Given> {
+    let opted_out = proc::environment_variable(pid, OPT_OUT_VARIABLE).ok()?;
+    Some(Given {
+        opted_out: opted_out.as_deref() == Some("0"),
+        argv: command_line(pid),
+        under_way: false,
+    })
+}
+
+/// Whether `argv`, the arguments of a script's interpreter in process
+/// `pid`, name script `planned`: the kernel gives its name after the
+/// interpreter's, and after the "#!" line's argument when there is one.
+fn names_script(pid: i32, argv: &[String], planned: Inode) -> bool {
+    argv.iter().skip(1).take(2).any(|name| {
+        Inode::of_path(&exec_args::seen_from_outside(pid, name.as_bytes())) == Some(planned)
+    })
 }
 
 /// Waits until the exec completed and the new environment is readable;

@@ -4,7 +4,9 @@
 //! exec event. The oracle is the interpreter itself, which prints the
 //! arguments the kernel gave it once the exec goes on.
 
-use coldstart_serve::start::{Interpreter, given_to_script_exec};
+use coldstart_serve::start::{
+    Before, Interpreter, given_after_script_exec, given_to_script_exec, wait_for_script_exec,
+};
 use coldstart_system::identity::Inode;
 use coldstart_testkit::held_exec::{
     EXECAT, EXECER, PRINT_ARGS, go_on, held_at_exec, printed_args, write_script,
@@ -157,4 +159,64 @@ fn a_script_exec_from_a_descriptor_is_decided_unless_it_will_fail() {
     let output = go_on(child);
     // The exec failed: the execer went on to its own exit status.
     assert_eq!(output.status.code(), Some(4), "{output:?}");
+}
+
+/// Polls until process `pid` runs the file of inode `image`.
+fn runs(pid: i32, image: Inode) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Inode::of_path(Path::new(&format!("/proc/{pid}/exe"))) != Some(image) {
+        assert!(std::time::Instant::now() < deadline, "{pid} never ran it");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// An exec heard of once it completed is read while the interpreter runs:
+/// its arguments name the script. Once the script has run on to an exec of
+/// its own, nothing is read, as the arguments are another program's.
+#[test]
+fn a_scripts_completed_exec_is_read_while_its_interpreter_runs_and_not_after() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let planned = dir.path().join("planned");
+    // Waits for a line, then runs on to a program of its own.
+    write_script(&planned, b"#!/bin/sh\nread line\nexec /bin/sleep 30\n");
+    let shell = inode(Path::new("/bin/sh"));
+    let mut child = Command::new(&planned)
+        .args(["--writer", "a file.odt"])
+        .env("COLDSTART_SERVE", "0")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    runs(pid, shell);
+
+    let given = given_after_script_exec(pid, inode(&planned), shell)
+        .expect("read while the interpreter runs");
+    let path = planned.to_str().unwrap();
+    assert_eq!(given.argv, ["/bin/sh", path, "--writer", "a file.odt"]);
+    assert!(given.opted_out);
+    assert!(!given.under_way);
+    // Another script's start is not this one's.
+    let other = dir.path().join("other");
+    write_script(&other, b"#!/bin/sh\n");
+    assert!(given_after_script_exec(pid, inode(&other), shell).is_none());
+
+    // Waited for from the interpreter on, it is read at once, not once
+    // the script has run on (which a wait for any change of program would).
+    let waited = wait_for_script_exec(&Before::snapshot(pid), inode(&planned), shell, pid)
+        .expect("read while the interpreter runs");
+    assert_eq!(waited.argv, given.argv);
+
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    runs(pid, inode(Path::new("/bin/sleep")));
+    assert!(given_after_script_exec(pid, inode(&planned), shell).is_none());
+    // Past the script already: what the program it ran on to was given.
+    let ran_on = wait_for_script_exec(&Before::snapshot(pid), inode(&planned), shell, pid)
+        .expect("the program's arguments");
+    assert_eq!(ran_on.argv, ["/bin/sleep", "30"]);
+    assert!(ran_on.opted_out);
+    // SAFETY: a signal to our own child, by its pid.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = child.wait();
 }
