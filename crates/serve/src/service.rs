@@ -527,11 +527,7 @@ impl Service {
                     } else if planned.iter().all(|l| !l.elf) {
                         let known = first.interpreter.lock().ok().and_then(|i| i.clone());
                         start::given_to_script_exec(pid, inode, &file, known.as_ref()).or_else(
-                            || {
-                                known.and_then(|k| {
-                                    start::given_after_script_exec(pid, inode, k.inode)
-                                })
-                            },
+                            || known.and_then(|k| start::given_after_script_exec(pid, inode, &k)),
                         )
                     } else {
                         None
@@ -847,7 +843,7 @@ impl Service {
                 .interpreter
                 .lock()
                 .ok()
-                .and_then(|known| known.as_ref().filter(|i| i.elf).map(|i| i.inode)),
+                .and_then(|known| known.as_ref().filter(|i| i.elf).cloned()),
             before,
             given,
             pid,
@@ -1012,7 +1008,7 @@ impl Service {
                 // for a program of its own with other arguments.
                 let argv = match start::Interpreter::of_script(&exe).filter(|i| i.elf) {
                     Some(interpreter) => {
-                        start::wait_for_script_exec(&before, inode, interpreter.inode, pid)
+                        start::wait_for_script_exec(&before, inode, &interpreter, pid)
                             .map(|given| given.argv)
                     }
                     None => {

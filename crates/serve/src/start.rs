@@ -100,7 +100,7 @@ pub struct StartContext {
     pub planned: Inode,
     /// A script's interpreter, when it is an ELF program the service found
     /// as the script's "#!" line names it.
-    pub interpreter: Option<Inode>,
+    pub interpreter: Option<Interpreter>,
     /// The process as the event found it.
     pub before: Before,
     /// What its exec was given, when it could be read at the event.
@@ -144,7 +144,7 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
             opted_out, argv, ..
         }) => (opted_out, argv),
         None => {
-            let given = match context.interpreter {
+            let given = match &context.interpreter {
                 Some(interpreter) => wait_for_script_exec(
                     &context.before,
                     context.planned,
@@ -427,6 +427,8 @@ pub struct Interpreter {
     pub inode: Inode,
     /// An ELF file: an exec of the script ends running it.
     pub elf: bool,
+    /// The line gives the interpreter an argument, before the script's name.
+    pub argument: bool,
 }
 
 impl Interpreter {
@@ -434,20 +436,22 @@ impl Interpreter {
     /// ([`Interpreter::named`]); `None` for no line.
     pub fn of_script(script: &std::path::Path) -> Option<Interpreter> {
         let file = path_handle::open_regular(script, Symlinks::Follow).ok()?;
-        Interpreter::named(read_shebang(&file)?.interpreter)
+        Interpreter::of_line(read_shebang(&file)?)
     }
 
     /// The program at `named`, as the service sees it; `None` for a name
     /// relative to the directory a start runs in. A process in another
     /// root directory may run another file of that name: its start is
     /// still checked to be an exec of the planned script.
-    fn named(named: Vec<u8>) -> Option<Interpreter> {
+    fn of_line(line: exec_args::Shebang) -> Option<Interpreter> {
+        let named = line.interpreter;
         named.starts_with(b"/").then_some(())?;
         let path = std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&named));
         let handle = path_handle::PathHandle::open(&path, Symlinks::Follow).ok()?;
         Some(Interpreter {
             inode: Inode::of(&handle.metadata().ok()?),
             elf: coldstart_system::build_id::is_elf_file(&path),
+            argument: line.argument.is_some(),
             named,
         })
     }
@@ -484,7 +488,7 @@ pub fn given_to_script_exec(
     let shebang = read_shebang(script)?;
     let interpreter = match known.filter(|k| k.named == shebang.interpreter) {
         Some(known) => known.clone(),
-        None => Interpreter::named(shebang.interpreter.clone())?,
+        None => Interpreter::of_line(shebang.clone())?,
     };
     if !interpreter.elf {
         return None;
@@ -522,12 +526,17 @@ fn given(args: &exec_args::ExecArgs, argv: &[Vec<u8>]) -> Given {
 /// it were another program's, so a start was taken for one of another
 /// argument class. `None` when the process does not run the interpreter or
 /// its arguments name another script.
-pub fn given_after_script_exec(pid: i32, planned: Inode, interpreter: Inode) -> Option<Given> {
+pub fn given_after_script_exec(
+    pid: i32,
+    planned: Inode,
+    interpreter: &Interpreter,
+) -> Option<Given> {
     let now = Before::snapshot(pid);
-    (now.exe == Some(interpreter) && now.environment_start.is_some_and(|start| start != 0))
+    (now.exe == Some(interpreter.inode) && now.environment_start.is_some_and(|start| start != 0))
         .then_some(())?;
     let argv = command_line(pid);
-    names_script(pid, &argv, planned).then_some(())?;
+    let script_at = 1 + usize::from(interpreter.argument);
+    names_script(pid, &argv, script_at, planned).then_some(())?;
     let opted_out = proc::environment_variable(pid, OPT_OUT_VARIABLE).ok()?;
     // Still the same program: what was read is its.
     (Before::snapshot(pid) == now).then_some(())?;
@@ -552,7 +561,7 @@ pub fn given_after_script_exec(pid: i32, planned: Inode, interpreter: Inode) -> 
 pub fn wait_for_script_exec(
     before: &Before,
     planned: Inode,
-    interpreter: Inode,
+    interpreter: &Interpreter,
     pid: i32,
 ) -> Option<Given> {
     let started = monotonic_ns();
@@ -568,7 +577,7 @@ pub fn wait_for_script_exec(
         }
         let set_up = now.environment_start.is_some_and(|start| start != 0);
         let ran_on = now.exe != before.exe || monotonic_ns() > settle;
-        if now.exe != Some(interpreter)
+        if now.exe != Some(interpreter.inode)
             && set_up
             && ran_on
             && let Some(given) = given_now(pid)
@@ -595,10 +604,15 @@ fn given_now(pid: i32) -> Option<Given> {
 }
 
 /// Whether `argv`, the arguments of a script's interpreter in process
-/// `pid`, name script `planned`: the kernel gives its name after the
-/// interpreter's, and after the "#!" line's argument when there is one.
-fn names_script(pid: i32, argv: &[String], planned: Inode) -> bool {
-    argv.iter().skip(1).take(2).any(|name| {
+/// `pid`, name script `planned` at `script_at`, where the kernel puts the
+/// name the exec was given: after the interpreter's, and after the "#!"
+/// line's argument when there is one. Only that one is looked up: the exec
+/// has just been through its directories, where another argument (an
+/// option, a file the program is to open) would be looked up in a
+/// directory that may have to be read from the disk, behind the start's
+/// own reads.
+fn names_script(pid: i32, argv: &[String], script_at: usize, planned: Inode) -> bool {
+    argv.get(script_at).is_some_and(|name| {
         Inode::of_path(&exec_args::seen_from_outside(pid, name.as_bytes())) == Some(planned)
     })
 }

@@ -181,7 +181,8 @@ fn a_scripts_completed_exec_is_read_while_its_interpreter_runs_and_not_after() {
     let planned = dir.path().join("planned");
     // Waits for a line, then runs on to a program of its own.
     write_script(&planned, b"#!/bin/sh\nread line\nexec /bin/sleep 30\n");
-    let shell = inode(Path::new("/bin/sh"));
+    let shell = Interpreter::of_script(&planned).unwrap();
+    assert!(!shell.argument);
     let mut child = Command::new(&planned)
         .args(["--writer", "a file.odt"])
         .env("COLDSTART_SERVE", "0")
@@ -189,9 +190,9 @@ fn a_scripts_completed_exec_is_read_while_its_interpreter_runs_and_not_after() {
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
-    runs(pid, shell);
+    runs(pid, shell.inode);
 
-    let given = given_after_script_exec(pid, inode(&planned), shell)
+    let given = given_after_script_exec(pid, inode(&planned), &shell)
         .expect("read while the interpreter runs");
     let path = planned.to_str().unwrap();
     assert_eq!(given.argv, ["/bin/sh", path, "--writer", "a file.odt"]);
@@ -200,19 +201,19 @@ fn a_scripts_completed_exec_is_read_while_its_interpreter_runs_and_not_after() {
     // Another script's start is not this one's.
     let other = dir.path().join("other");
     write_script(&other, b"#!/bin/sh\n");
-    assert!(given_after_script_exec(pid, inode(&other), shell).is_none());
+    assert!(given_after_script_exec(pid, inode(&other), &shell).is_none());
 
     // Waited for from the interpreter on, it is read at once, not once
     // the script has run on (which a wait for any change of program would).
-    let waited = wait_for_script_exec(&Before::snapshot(pid), inode(&planned), shell, pid)
+    let waited = wait_for_script_exec(&Before::snapshot(pid), inode(&planned), &shell, pid)
         .expect("read while the interpreter runs");
     assert_eq!(waited.argv, given.argv);
 
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     runs(pid, inode(Path::new("/bin/sleep")));
-    assert!(given_after_script_exec(pid, inode(&planned), shell).is_none());
+    assert!(given_after_script_exec(pid, inode(&planned), &shell).is_none());
     // Past the script already: what the program it ran on to was given.
-    let ran_on = wait_for_script_exec(&Before::snapshot(pid), inode(&planned), shell, pid)
+    let ran_on = wait_for_script_exec(&Before::snapshot(pid), inode(&planned), &shell, pid)
         .expect("the program's arguments");
     assert_eq!(ran_on.argv, ["/bin/sleep", "30"]);
     assert!(ran_on.opted_out);
