@@ -74,6 +74,11 @@ const NOT_LEARNED: &[&str] = &[
     "ruby", "node", "nodejs", "lua", "php", "tclsh", "wish", "java",
 ];
 
+/// coldstart's own programs run others too (`trace`, `bench`, `demo`,
+/// `coldstart-run`): a learning service took a `coldstart bench` that read
+/// 1.5 GB for a start to learn, and set a trace up for its next.
+const OWN: &[&str] = &["coldstart", "coldstart-run"];
+
 /// Why the executable at `exe` is not learned, when it is not.
 pub fn not_learned(exe: &Path) -> Option<&'static str> {
     let name = exe.file_name()?.to_str()?;
@@ -81,6 +86,7 @@ pub fn not_learned(exe: &Path) -> Option<&'static str> {
     let family = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     NOT_LEARNED
         .iter()
+        .chain(OWN)
         .any(|n| *n == name || *n == family)
         .then_some("it runs what its arguments name (argument classes are not learned)")
 }
@@ -263,6 +269,8 @@ mod tests {
             "/bin/sh",
             "/usr/bin/perl5.36",
             "/usr/bin/sudo",
+            "/usr/bin/coldstart",
+            "/usr/bin/coldstart-run",
         ] {
             assert!(not_learned(Path::new(exe)).is_some(), "{exe}");
         }
