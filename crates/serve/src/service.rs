@@ -783,12 +783,25 @@ impl Service {
         }
         let may_serve = following.fetch_add(1, Ordering::AcqRel) < self.options.max_starts;
         // The trace first: the start's first pages are read within a
-        // millisecond of its exec. Dropped once the start is known to be
-        // of a program that wants none.
+        // millisecond of its exec. When what the exec was given is known
+        // already, only for the program the start is of; else for any that
+        // wants one, and dropped once the start is known to be of a program
+        // that wants none. (Attached for another class's sake, it held up
+        // the replay of every cold Chromium start by 150-280 ms.)
+        let of_start = given.as_ref().map(|given| {
+            let classes: Vec<Option<&str>> = candidates
+                .iter()
+                .map(|l| l.program.class.as_deref())
+                .collect();
+            start::chosen(&classes, &learn::argument_class(&given.argv))
+        });
         let wanting: Vec<&str> = candidates
             .iter()
-            .filter(|l| learn::wants_trace(&l.program))
-            .map(|l| l.program.id.as_str())
+            .enumerate()
+            .filter(|(i, l)| {
+                learn::wants_trace(&l.program) && of_start.is_none_or(|chosen| chosen == Some(*i))
+            })
+            .map(|(_, l)| l.program.id.as_str())
             .collect();
         let wants = !wanting.is_empty();
         let owed_to_another = self.owed.as_ref().is_some_and(|(id, since)| {

@@ -82,12 +82,14 @@ pub struct Candidate {
     pub sample: Option<Arc<CacheSample>>,
 }
 
-impl Candidate {
-    /// Whether a start of argument class `class` is this program's: its
-    /// class is that one, or it has none (it is for every start).
-    fn takes(&self, class: &str) -> bool {
-        self.program.class.as_deref().is_none_or(|c| c == class)
-    }
+/// Which of the programs of an executable, of argument classes `classes`,
+/// a start of argument class `class` is a start of: the one of that class,
+/// else one that has none (it is for every start).
+pub fn chosen(classes: &[Option<&str>], class: &str) -> Option<usize> {
+    classes
+        .iter()
+        .position(|c| *c == Some(class))
+        .or_else(|| classes.iter().position(Option::is_none))
 }
 
 /// What a start needs from the service.
@@ -161,12 +163,12 @@ pub fn follow(mut context: StartContext, stopping: &AtomicBool) -> Option<Follow
         }
     };
     let class = crate::learn::argument_class(&argv);
-    let chosen = context
+    let classes: Vec<Option<&str>> = context
         .candidates
         .iter()
-        .position(|c| c.program.class.as_deref() == Some(class.as_str()))
-        .or_else(|| context.candidates.iter().position(|c| c.takes(&class)));
-    let Some(index) = chosen else {
+        .map(|c| c.program.class.as_deref())
+        .collect();
+    let Some(index) = chosen(&classes, &class) else {
         // Not this executable's start of a class it knows: watched for what
         // it reads, as an unknown executable's start is.
         drop(context.trace.take());
@@ -836,13 +838,23 @@ pub fn descends_from(pid: i32, ancestor: i32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::CacheSample;
+    use super::{CacheSample, chosen};
     use coldstart_prefetch::handmade;
     use std::io::Read;
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
     const PAGE: u64 = 4096;
+
+    #[test]
+    fn a_start_is_of_the_program_of_its_class_else_of_one_for_every_class() {
+        let writer = Some("--writer");
+        assert_eq!(chosen(&[writer, None], "--writer"), Some(0));
+        assert_eq!(chosen(&[None, writer], "--writer"), Some(1));
+        assert_eq!(chosen(&[writer, None], "--calc"), Some(1));
+        assert_eq!(chosen(&[writer, Some("")], "--calc"), None);
+        assert_eq!(chosen(&[], ""), None);
+    }
 
     /// The share of `pages` that mincore(2) finds resident in `path`.
     fn oracle(path: &std::path::Path, pages: &[u64]) -> f64 {
