@@ -57,7 +57,12 @@ struct Traced {
     resident: Vec<BTreeSet<u64>>,
 }
 
-/// One traced start at a time: they set the devices' readahead.
+/// One traced or served start at a time. Traces set the devices'
+/// readahead. And a served start's prefetcher, running while another test
+/// traces, looks to that trace like the system-wide service serving its
+/// program: threads of the prefetcher's name, created during the run by a
+/// process that was running before it. `plan` then refuses the run as a
+/// served start.
 static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Traces the touch program over `files` (each evicted first), readahead
@@ -148,6 +153,7 @@ fn served_after_remount(
 /// in by the prefetcher alone. `make_cold` takes every page of the files
 /// out of the cache first.
 fn served_start_warms(traced: &Traced, files: &[&Path], make_cold: impl FnOnce()) {
+    let _one = ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner());
     let plan = traced.db.with_extension("plan");
     run(coldstart().arg("plan").arg(&traced.db).arg("-o").arg(&plan));
     make_cold();
@@ -510,11 +516,13 @@ fn a_program_on_btrfs_is_recorded_with_its_filesystems_own_read_ahead() {
         return;
     };
     // The oracle: btrfs's own backing device info, found by the image's
-    // UUID, set to a value no device here has.
+    // UUID, set to a value no device here has. The UUID is probed from
+    // the device (-p): blkid's cache can still hold the UUID of an earlier
+    // image on the same loop device.
     let uuid = String::from_utf8(
         coldstart_testkit::run_ok(
             Command::new("blkid")
-                .args(["-s", "UUID", "-o", "value"])
+                .args(["-p", "-s", "UUID", "-o", "value"])
                 .arg(fs.loop_device()),
         )
         .stdout,
