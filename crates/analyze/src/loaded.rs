@@ -68,7 +68,9 @@ pub fn demand_reads(run: &Run) -> bool {
 ///
 /// The name and those times are all a trace knows of whose the threads
 /// are: when the service serves a second start that begins during this
-/// run, that start's prefetch reads count as this run's prefetcher's too.
+/// run, that start's prefetch reads count as this run's prefetcher's too,
+/// and so do the threads of another launcher (`coldstart run --wait`)
+/// that started just before the run and created its threads during it.
 pub fn prefetcher_tasks(run: &Run, processes: &[Process]) -> HashSet<i32> {
     let created_during_run = |p: &Process| {
         p.t_start_ns
