@@ -165,7 +165,12 @@ impl Service {
 
     /// A service run with `args`, once it said `ready`.
     fn start_with(state: &Path, args: &[&str], ready: &str) -> Service {
-        let mut child = coldstart()
+        Service::start_from(coldstart(), state, args, ready)
+    }
+
+    /// [`Service::start_with`], run by `command` (coldstart, set up).
+    fn start_from(mut command: Command, state: &Path, args: &[&str], ready: &str) -> Service {
+        let mut child = command
             .arg("serve")
             .args(args)
             .arg("--state")
@@ -384,15 +389,7 @@ fn a_plain_start_is_served_and_an_opted_out_one_is_not() {
     install(&s);
     let service = Service::start(&s.state, "0");
 
-    // Served: the pages it planned were cached before the program read them;
-    // page 20, not planned, was not.
-    let record = start_program(&s, &[], &[0, 5, 33, 20]);
-    assert_eq!(
-        record,
-        vec![(0, true), (5, true), (33, true), (20, false)],
-        "the service said:\n{}",
-        service.said()
-    );
+    served_start(&s, &service);
     let program = wait_for_starts(&s.state, 1);
     assert_eq!(program["starts_served"], 1, "{program}");
     assert_eq!(program["state"], "serving");
@@ -416,6 +413,19 @@ fn a_plain_start_is_served_and_an_opted_out_one_is_not() {
     // again, and with it the removed temporary directory around it.
     drop(service);
     drop(s.dir);
+}
+
+/// Starts the setup's program plainly, reading pages 0, 5, 33 and 20, and
+/// checks that it was served: the planned pages were cached before it read
+/// them; page 20, not planned, was not.
+fn served_start(s: &Setup, service: &Service) {
+    let record = start_program(s, &[], &[0, 5, 33, 20]);
+    assert_eq!(
+        record,
+        vec![(0, true), (5, true), (33, true), (20, false)],
+        "the service said:\n{}",
+        service.said()
+    );
 }
 
 /// A shell script beside the setup's program that runs `first`, then
@@ -513,6 +523,85 @@ fn held_out_starts_are_not_served_and_counted() {
     assert_eq!(program["starts_held_out"], 1, "{program}");
     assert_eq!(program["starts_served"], 0, "{program}");
     assert_eq!(resident_pages(&s.data), vec![0, 33]);
+}
+
+/// Process `pid`'s soft and hard limits on open files, and the size of
+/// its descriptor table (the kernel's FDSize).
+fn descriptors_of(pid: u32) -> (u64, u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let files: Vec<u64> = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let table = status
+        .lines()
+        .find_map(|l| l.strip_prefix("FDSize:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (files[0], files[1], table)
+}
+
+#[test]
+fn the_service_makes_room_for_its_replays_before_its_first_start() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(s) = setup() else { return };
+    install(&s);
+    // Started as systemd starts a service: a soft limit of 1024 open files
+    // below the hard one (this process's, which only CAP_SYS_RESOURCE
+    // could raise).
+    let mut hard = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut hard) },
+        0
+    );
+    let hard = hard.rlim_max;
+    let mut command = coldstart();
+    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: hard.min(1024),
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let service = Service::start_from(
+        command,
+        &s.state,
+        &["--no-learn", "--hold-out", "0"],
+        "serving 1 program",
+    );
+    let (soft, its_hard, table) = descriptors_of(service.child.id());
+    assert_eq!((soft, its_hard), (hard, hard), "the soft limit is raised");
+    // Four starts at once (--max-starts) and its own: 5 * 1024, below the
+    // limit, made before any start; the table is a power of two above.
+    let room = (5 * 1024).min(hard - 1);
+    assert!(
+        table > room,
+        "a table of {table} descriptors, not above {room}"
+    );
+    served_start(&s, &service);
+    assert_eq!(
+        descriptors_of(service.child.id()).2,
+        table,
+        "it did not grow"
+    );
 }
 
 #[test]
@@ -879,14 +968,7 @@ fn an_installed_plan_is_refined_from_its_served_starts_and_keeps_its_lookups() {
         "serving 1 program",
     );
     let program = s.program.display().to_string();
-    // Served: its planned pages were cached; page 20, not planned, was not.
-    let record = start_program(&s, &[], &[0, 5, 33, 20]);
-    assert_eq!(
-        record,
-        vec![(0, true), (5, true), (33, true), (20, false)],
-        "{}",
-        service.said()
-    );
+    served_start(&s, &service);
     service.wait_for(&format!("{program}: refined a plan"));
     let ours = status_of(&s.state, &program);
     assert_eq!(ours["starts_traced"], 1, "{ours}");

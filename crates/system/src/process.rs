@@ -162,6 +162,24 @@ pub fn grow_descriptor_table(wanted: usize) {
     let _ = rustix::io::fcntl_dupfd_cloexec(&null, wanted);
 }
 
+/// Raises the soft limit on open files to the hard limit, for a process
+/// that holds many files open at once and never waits on them with
+/// select(2), whose descriptor sets stop at 1024 (the reason systemd starts
+/// services with a soft limit of 1024 and leaves the rest to the hard one).
+/// A failure leaves the limit as it was.
+pub fn raise_open_files_limit() {
+    let limit = rustix::process::getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let _ = rustix::process::setrlimit(
+            Resource::Nofile,
+            rustix::process::Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            },
+        );
+    }
+}
+
 /// The calling thread's name (comm), if the kernel tells it.
 pub fn thread_name() -> Option<String> {
     let name = rustix::thread::name().ok()?;
