@@ -129,14 +129,13 @@ const DESCRIPTORS_PER_START: usize = 1024;
 /// limit on open files is raised to the hard one first, since 1024, what
 /// systemd gives a service, holds one big replay but not four.
 fn make_room_for_replays(max_starts: usize) {
-    use coldstart_system::process;
-    process::raise_open_files_limit();
-    // At most 16384 (128 KiB of table), whatever --max-starts says; and
-    // below the soft limit, which grow_descriptor_table keeps to.
-    let wanted = max_starts
+    coldstart_system::process::raise_open_files_limit();
+    // At most 16384 files (a table of 256 KiB), whatever --max-starts says;
+    // below the soft limit, which the reservation keeps to.
+    let files = max_starts
         .saturating_add(1)
         .saturating_mul(DESCRIPTORS_PER_START);
-    process::grow_descriptor_table(wanted.min(16 * 1024));
+    coldstart_prefetch::replay::reserve_descriptors(files.min(16 * 1024));
 }
 
 /// Runs the service until SIGTERM or SIGINT; `log` takes each line it has
