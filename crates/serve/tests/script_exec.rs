@@ -161,10 +161,15 @@ fn a_script_exec_from_a_descriptor_is_decided_unless_it_will_fail() {
     assert_eq!(output.status.code(), Some(4), "{output:?}");
 }
 
-/// Polls until process `pid` runs the file of inode `image`.
+/// Polls until process `pid` runs the file of inode `image`, its exec
+/// complete: /proc/PID/exe names the new file before the exec has set the
+/// new program's arguments and environment up (its environment's address
+/// is 0 until then).
 fn runs(pid: i32, image: Inode) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while Inode::of_path(Path::new(&format!("/proc/{pid}/exe"))) != Some(image) {
+    while Inode::of_path(Path::new(&format!("/proc/{pid}/exe"))) != Some(image)
+        || coldstart_system::proc::environment_start(pid).is_none_or(|start| start == 0)
+    {
         assert!(std::time::Instant::now() < deadline, "{pid} never ran it");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
